@@ -1,0 +1,399 @@
+#include "frontend/compile.h"
+
+#include <chrono>
+#include <map>
+#include <mutex>
+#include <set>
+
+#include "frontend/trace.h"
+#include "ir/error.h"
+#include "modes/mode.h"
+#include "passes/pipeline.h"
+#include "runtime/config.h"
+
+namespace ember {
+
+namespace {
+
+bool parse_bool(const std::string& key, const std::string& v) {
+  if (v == "true" || v == "1") return true;
+  if (v == "false" || v == "0") return false;
+  EMBER_THROW(Value, "[compile] option '", key, "' must be true or false, got '", v, "'");
+}
+
+std::string arg_str(const ArgValue& a) {
+  if (auto* i = std::get_if<int64_t>(&a)) return std::to_string(*i);
+  if (auto* d = std::get_if<double>(&a)) return std::to_string(*d);
+  if (auto* b = std::get_if<bool>(&a)) return *b ? "true" : "false";
+  if (auto* s = std::get_if<std::string>(&a)) return "\"" + *s + "\"";
+  return "tensor";
+}
+
+double ms_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+}
+
+}  // namespace
+
+Options Options::from_map(const std::map<std::string, std::string>& values) {
+  Options o;
+  for (const auto& [key, v] : values) {
+    if (key == "mode") o.mode = v;
+    else if (key == "fullgraph") o.fullgraph = parse_bool(key, v);
+    else if (key == "dynamic") o.dynamic = v == "none" || v.empty() ? std::nullopt : std::optional(parse_bool(key, v));
+    else if (key == "strict") o.strict = parse_bool(key, v);
+    else if (key == "recompile_limit") {
+      try {
+        size_t used = 0;
+        o.recompile_limit = std::stoi(v, &used);
+        if (used != v.size()) throw std::invalid_argument(v);
+      } catch (const std::exception&) {
+        EMBER_THROW(Value, "[compile] option 'recompile_limit' must be an integer, got '", v, "'");
+      }
+    } else {
+      EMBER_THROW(Value, "[compile] unknown option '", key,
+                  "' (valid: mode, fullgraph, dynamic, recompile_limit, strict)");
+    }
+  }
+  o.validate();
+  return o;
+}
+
+void Options::validate() const {
+  mode_config(mode);  // throws for an unknown mode, listing the valid ones
+  if (recompile_limit < 0) EMBER_THROW(Value, "[compile] recompile_limit must be >= 0, got ", recompile_limit);
+}
+
+std::string Guards::check(const std::vector<Array>& args, SymbolValues& values) const {
+  values.assign(symbols.size(), -1);
+  if (args.size() != tensors.size())
+    return "number of tensor inputs: " + std::to_string(tensors.size()) + " -> " + std::to_string(args.size());
+  for (size_t i = 0; i < args.size(); ++i) {
+    const TensorGuard& g = tensors[i];
+    const Array& a = args[i];
+    std::string in = "input " + std::to_string(i);
+    if (a.dtype() != g.dtype)
+      return in + " dtype: " + std::string(dtype_name(g.dtype)) + " -> " + std::string(dtype_name(a.dtype()));
+    if (a.rank() != static_cast<int64_t>(g.shape.size()))
+      return in + " rank: " + std::to_string(g.shape.size()) + " -> " + std::to_string(a.rank());
+    if (a.is_contiguous() != g.contiguous)
+      return in + " layout: " + (g.contiguous ? "contiguous -> strided" : "strided -> contiguous");
+    for (size_t d = 0; d < g.shape.size(); ++d) {
+      const Dim& dim = g.shape[d];
+      int64_t got = a.shape()[d];
+      std::string where = in + " dim " + std::to_string(d) + ": ";
+      if (dim.is_static()) {
+        if (dim.value() != got) return where + std::to_string(dim.value()) + " -> " + std::to_string(got);
+        continue;
+      }
+      int s = dim.as_symbol();
+      const SymbolRange& r = symbols[s];
+      if (got < r.min || got > r.max)
+        return where + std::to_string(got) + " is outside s" + std::to_string(s) + "'s range [" +
+               std::to_string(r.min) + ", " + (r.max == INT64_MAX ? "max" : std::to_string(r.max)) + "]";
+      if (values[s] < 0) values[s] = got;
+      else if (values[s] != got)
+        return where + std::to_string(got) + " differs from s" + std::to_string(s) + " = " + std::to_string(values[s]) +
+               " (these dims were equal when traced)";
+    }
+  }
+  for (const auto& [dim, v] : specialisations) {
+    int64_t got = dim.evaluate(values);
+    if (got != v) return dim.str() + " == " + std::to_string(v) + " (a size used as an integer): now " + std::to_string(got);
+  }
+  return "";
+}
+
+std::vector<std::string> Guards::describe() const {
+  std::vector<std::string> out;
+  for (size_t i = 0; i < tensors.size(); ++i)
+    out.push_back("input " + std::to_string(i) + ": " + std::string(dtype_name(tensors[i].dtype)) +
+                  shape_str(tensors[i].shape) + ", " + (tensors[i].contiguous ? "contiguous" : "strided") + ", cpu");
+  for (size_t s = 0; s < symbols.size(); ++s)
+    out.push_back("s" + std::to_string(s) + " in [" + std::to_string(symbols[s].min) + ", " +
+                  (symbols[s].max == INT64_MAX ? "max" : std::to_string(symbols[s].max)) + "]");
+  for (const auto& [dim, v] : specialisations) out.push_back(dim.str() + " == " + std::to_string(v));
+  return out;
+}
+
+namespace detail {
+
+// One trace's cache entry.
+struct Entry {
+  Guards guards;
+  std::vector<ArgValue> scalars;  // the non-tensor arguments, by position (tensors as placeholders)
+  bool has_breaks = false;
+  std::shared_ptr<const Executable> exec;  // no-break traces: replayed directly
+  std::vector<InputSource> inputs;
+  struct Output { enum Kind { Graph, Arg, Captured } kind; int index; Array captured; };
+  std::vector<Output> outputs;
+};
+
+class CompiledState : public SegmentCompiler {
+ public:
+  explicit CompiledState(Options o) : options(std::move(o)), mode(mode_config(options.mode)), pipeline(mode.passes) {}
+
+  std::shared_ptr<const Executable> compile(const Graph& g, GraphInfo& info) override {
+    uint64_t hash = structural_hash(g);
+    info.hash = hash;
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      auto it = segments.find(hash);
+      if (it != segments.end()) {
+        info.cache_hit = true;
+        fill_info(it->second->graph(), info);
+        return it->second;
+      }
+    }
+    auto start = std::chrono::steady_clock::now();
+    std::unique_ptr<Graph> optimised = g.clone();
+    try {
+      pipeline.run(*optimised);
+    } catch (const Error& e) {
+      if (options.strict) throw;
+      config::warn(std::string("compiling a graph failed; it runs unoptimised (eager) instead: ") + e.what());
+      optimised = g.clone();
+    }
+    auto exec = std::make_shared<const Executable>(std::move(optimised));
+    info.compile_ms = ms_since(start);
+    fill_info(exec->graph(), info);
+    if (config::log_enabled("compile"))
+      config::log("compile", "graph " + std::to_string(hash) + ": " + std::to_string(info.op_count) + " ops in " +
+                                 std::to_string(info.compile_ms) + " ms");
+    std::lock_guard<std::mutex> lock(mutex);
+    return segments.emplace(hash, exec).first->second;
+  }
+
+  static void fill_info(const Graph& g, GraphInfo& info) {
+    info.op_count = 0;
+    for (const Node* n : g.nodes()) {
+      if (n->op == Op::Input || n->op == Op::Constant) continue;
+      ++info.op_count;
+      ++info.ops[std::string(n->info().name)];
+    }
+    info.ir = print(g);
+  }
+
+  Options options;
+  ModeConfig mode;
+  Pipeline pipeline;
+  mutable std::mutex mutex;        // guards everything below
+  std::mutex trace_mutex;          // one trace at a time per function
+  std::map<uint64_t, std::shared_ptr<const Executable>> segments;
+  std::vector<std::shared_ptr<Entry>> entries;
+  std::set<std::pair<int, int>> dynamic_dims;  // (input, dim) marked dynamic after a change
+  int recompiles = 0;
+  bool warned_limit = false;
+  Report last;                     // the latest trace's report
+  std::vector<Recompile> recompile_log;
+  std::vector<std::string> notes;
+};
+
+CompiledCore::CompiledCore(Options options) : state_(std::make_unique<CompiledState>(std::move(options))) {}
+CompiledCore::~CompiledCore() = default;
+
+const Options& CompiledCore::options() const { return state_->options; }
+
+Report CompiledCore::report() const {
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  Report r = state_->last;
+  r.recompiles = state_->recompile_log;
+  r.notes.insert(r.notes.begin(), state_->notes.begin(), state_->notes.end());
+  return r;
+}
+
+namespace {
+
+bool scalars_match(const Entry& e, const std::vector<ArgValue>& args, std::string& why) {
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (std::holds_alternative<Tensor>(args[i])) continue;
+    bool same = args[i].index() == e.scalars[i].index() &&
+                std::visit([&](const auto& v) {
+                  using V = std::decay_t<decltype(v)>;
+                  if constexpr (std::is_same_v<V, Tensor>) return true;
+                  else return v == std::get<V>(e.scalars[i]);
+                }, args[i]);
+    if (!same) {
+      why = "argument " + std::to_string(i) + ": " + arg_str(e.scalars[i]) + " -> " + arg_str(args[i]);
+      return false;
+    }
+  }
+  return true;
+}
+
+std::vector<Tensor> replay(const Entry& e, const std::vector<Array>& arrays, const std::vector<Tensor>& tensors,
+                           const SymbolValues& values) {
+  std::vector<Array> results;
+  if (e.exec) {
+    std::vector<Array> inputs;
+    for (const InputSource& s : e.inputs) inputs.push_back(s.kind == InputSource::Arg ? arrays[s.arg] : s.captured);
+    results = e.exec->run(inputs, values);
+  }
+  std::vector<Tensor> out;
+  for (const Entry::Output& o : e.outputs) {
+    if (o.kind == Entry::Output::Graph) out.emplace_back(results[o.index]);
+    else if (o.kind == Entry::Output::Arg) out.push_back(tensors[o.index]);
+    else out.emplace_back(o.captured);
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<Tensor> CompiledCore::call(const std::vector<ArgValue>& args, const std::function<std::vector<Tensor>()>& body) {
+  CompiledState& st = *state_;
+  // Inside another trace, the ops simply join it.
+  if (TraceContext::current()) return body();
+  std::vector<Tensor> tensors;
+  std::vector<Array> arrays;
+  for (const ArgValue& a : args)
+    if (auto* t = std::get_if<Tensor>(&a)) {
+      if (!t->defined()) EMBER_THROW(Value, "[compile] argument ", tensors.size(), " is an undefined tensor");
+      tensors.push_back(*t);
+      arrays.push_back(t->array());
+    }
+
+  auto lookup = [&](SymbolValues& values, std::string& why) -> std::shared_ptr<Entry> {
+    std::lock_guard<std::mutex> lock(st.mutex);
+    why.clear();
+    for (auto it = st.entries.rbegin(); it != st.entries.rend(); ++it) {
+      std::string reason;
+      if (scalars_match(**it, args, reason)) reason = (*it)->guards.check(arrays, values);
+      if (reason.empty()) return *it;
+      if (why.empty()) why = reason;  // the newest entry's failing guard
+    }
+    return nullptr;
+  };
+
+  SymbolValues values;
+  std::string why;
+  std::shared_ptr<Entry> entry = lookup(values, why);
+  if (entry && !entry->has_breaks) return replay(*entry, arrays, tensors, values);
+
+  std::unique_lock<std::mutex> tracing(st.trace_mutex);
+  if (!entry) {
+    entry = lookup(values, why);  // another thread may have traced it meanwhile
+    if (entry && !entry->has_breaks) {
+      tracing.unlock();
+      return replay(*entry, arrays, tensors, values);
+    }
+  }
+  bool is_recompile = !entry && !why.empty();
+  if (is_recompile) {
+    std::lock_guard<std::mutex> lock(st.mutex);
+    if (st.recompiles >= st.options.recompile_limit) {
+      if (!st.warned_limit) {
+        st.warned_limit = true;
+        config::warn("recompile_limit (" + std::to_string(st.options.recompile_limit) +
+                     ") reached; running eagerly from now on for new inputs. Last failing guard: " + why);
+        st.recompile_log.push_back({why, "fell back to eager (recompile_limit reached)"});
+      }
+      tracing.unlock();
+      // Eager: the user function runs op by op on the interpreter.
+      return body();
+    }
+  }
+
+  // Decide which dims are symbolic.
+  std::string action = "recompiled";
+  if (is_recompile && !st.options.dynamic.has_value()) {
+    std::lock_guard<std::mutex> lock(st.mutex);
+    const Guards& old = st.entries.back()->guards;
+    std::string marked;
+    for (size_t i = 0; i < arrays.size() && i < old.tensors.size(); ++i) {
+      if (arrays[i].rank() != static_cast<int64_t>(old.tensors[i].shape.size())) continue;
+      for (size_t d = 0; d < old.tensors[i].shape.size(); ++d) {
+        const Dim& dim = old.tensors[i].shape[d];
+        if (dim.is_static() && dim.value() != arrays[i].shape()[d] && !st.dynamic_dims.count({int(i), int(d)})) {
+          st.dynamic_dims.insert({int(i), int(d)});
+          marked += (marked.empty() ? "" : ", ") + std::string("input ") + std::to_string(i) + " dim " + std::to_string(d);
+        }
+      }
+    }
+    if (!marked.empty()) action = "recompiled with dynamic dims: " + marked;
+  }
+
+  auto trace = [&](bool force_static) {
+    auto e = std::make_shared<Entry>();
+    Report report;
+    TraceContext ctx(st, st.options.fullgraph, report);
+    std::map<int64_t, int> duck;  // equal sizes share a symbol, as TorchDynamo's duck sizing
+    for (size_t i = 0; i < tensors.size(); ++i) {
+      TensorType type{arrays[i].dtype(), {}};
+      for (size_t d = 0; d < arrays[i].shape().size(); ++d) {
+        int64_t size = arrays[i].shape()[d];
+        bool dynamic = !force_static && size >= 2 &&
+                       (st.options.dynamic.value_or(false) || st.dynamic_dims.count({int(i), int(d)}));
+        if (!dynamic) { type.shape.push_back(Dim(size)); continue; }
+        auto [it, fresh] = duck.emplace(size, -1);
+        if (fresh) it->second = ctx.add_symbol({}, size);
+        type.shape.push_back(Dim::symbol(it->second));
+      }
+      e->guards.tensors.push_back({type.dtype, type.shape, arrays[i].is_contiguous()});
+      ctx.add_arg(tensors[i], static_cast<int>(i), type);
+    }
+    std::vector<Tensor> outputs = body();
+    std::vector<const TensorImpl*> traced;  // the outputs still traced: graph outputs, in order
+    for (const Tensor& t : outputs)
+      if (t.impl() && t.impl()->is_traced() && std::find(traced.begin(), traced.end(), t.impl().get()) == traced.end())
+        traced.push_back(t.impl().get());
+    std::vector<bool> was_traced;
+    for (const Tensor& t : outputs) was_traced.push_back(t.impl() && t.impl()->is_traced());
+    ctx.finish(outputs);
+    e->guards.symbols = ctx.guards().symbols;
+    e->guards.specialisations = ctx.guards().specialisations;
+    e->scalars = args;
+    e->has_breaks = ctx.had_breaks();
+    if (!e->has_breaks) {
+      e->exec = ctx.single_executable();
+      e->inputs = ctx.single_inputs();
+      for (size_t k = 0; k < outputs.size(); ++k) {
+        const TensorImpl* impl = outputs[k].impl().get();
+        if (was_traced[k]) {
+          e->outputs.push_back({Entry::Output::Graph, int(std::find(traced.begin(), traced.end(), impl) - traced.begin()), {}});
+          continue;
+        }
+        auto arg = std::find_if(tensors.begin(), tensors.end(), [&](const Tensor& t) { return t.impl().get() == impl; });
+        if (arg != tensors.end()) e->outputs.push_back({Entry::Output::Arg, int(arg - tensors.begin()), {}});
+        else e->outputs.push_back({Entry::Output::Captured, -1, outputs[k].array()});
+      }
+    }
+    report.guards = e->guards.describe();
+    return std::tuple{e, report, outputs};
+  };
+
+  std::shared_ptr<Entry> fresh;
+  Report report;
+  std::vector<Tensor> outputs;
+  try {
+    std::tie(fresh, report, outputs) = trace(false);
+  } catch (const SymbolicShapeError& e) {
+    // A symbolic dim could not flow through some op: trace again with static shapes.
+    std::tie(fresh, report, outputs) = trace(true);
+    std::lock_guard<std::mutex> lock(st.mutex);
+    st.notes.push_back(std::string("specialised to static shapes: ") + e.what());
+  }
+  for (Tensor& t : outputs)  // returned values leave the trace as plain eager tensors
+    if (t.impl() && t.impl()->value.defined()) t = Tensor(t.impl()->value);
+
+  std::lock_guard<std::mutex> lock(st.mutex);
+  if (entry) {
+    // A break-y trace replayed under existing guards: only the report changes.
+    st.last = report;
+    return outputs;
+  }
+  if (is_recompile) {
+    ++st.recompiles;
+    st.recompile_log.push_back({why, action});
+    if (config::log_enabled("recompiles")) config::log("recompiles", "guard failed: " + why + "; " + action);
+  }
+  if (config::log_enabled("guards"))
+    for (const std::string& g : report.guards) config::log("guards", g);
+  st.entries.push_back(fresh);
+  st.last = report;
+  return outputs;
+}
+
+}  // namespace detail
+
+}  // namespace ember

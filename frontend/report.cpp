@@ -1,0 +1,96 @@
+#include "frontend/report.h"
+
+#include <cstdio>
+#include <sstream>
+
+namespace ember {
+
+namespace {
+
+std::string quote(const std::string& s) {
+  std::string out = "\"";
+  for (char c : s) {
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\t': out += "\\t"; break;
+      default:
+        if (static_cast<unsigned char>(c) < 0x20) {
+          char buf[8];
+          std::snprintf(buf, sizeof buf, "\\u%04x", c);
+          out += buf;
+        } else {
+          out += c;
+        }
+    }
+  }
+  return out + "\"";
+}
+
+template <class T, class F>
+std::string json_list(const std::vector<T>& items, F&& item) {
+  std::string out = "[";
+  for (size_t i = 0; i < items.size(); ++i) out += (i ? ", " : "") + item(items[i]);
+  return out + "]";
+}
+
+}  // namespace
+
+std::string Report::text() const {
+  std::ostringstream out;
+  out << "graphs: " << graph_count() << ", graph breaks: " << graph_break_count()
+      << ", recompiles: " << recompiles.size() << "\n";
+  for (const GraphInfo& g : graphs) {
+    out << "  graph " << g.id << ": " << g.op_count << " ops (";
+    bool first = true;
+    for (const auto& [name, n] : g.ops) {
+      out << (first ? "" : ", ") << name << " x" << n;
+      first = false;
+    }
+    char ms[32];
+    std::snprintf(ms, sizeof ms, "%.2f", g.compile_ms);
+    out << "), compile " << ms << " ms" << (g.cache_hit ? " (cached)" : "") << "\n";
+  }
+  for (size_t i = 0; i < breaks.size(); ++i) {
+    const GraphBreak& b = breaks[i];
+    out << "  break " << i + 1 << " [" << b.category << "] at " << b.location() << ": " << b.reason;
+    if (!b.op.empty()) out << " (op: " << b.op << ")";
+    out << "\n    hint: " << b.hint << "\n";
+  }
+  for (const Recompile& r : recompiles) out << "  recompile: guard failed: " << r.guard << "; " << r.action << "\n";
+  if (!guards.empty()) {
+    out << "  guards:\n";
+    for (const std::string& g : guards) out << "    " << g << "\n";
+  }
+  for (const std::string& n : notes) out << "  note: " << n << "\n";
+  return out.str();
+}
+
+std::string Report::json() const {
+  auto graph = [](const GraphInfo& g) {
+    std::string ops = "{";
+    bool first = true;
+    for (const auto& [name, n] : g.ops) {
+      ops += (first ? "" : ", ") + quote(name) + ": " + std::to_string(n);
+      first = false;
+    }
+    char ms[32];
+    std::snprintf(ms, sizeof ms, "%.3f", g.compile_ms);
+    return "{\"id\": " + std::to_string(g.id) + ", \"hash\": \"" + std::to_string(g.hash) +
+           "\", \"op_count\": " + std::to_string(g.op_count) + ", \"ops\": " + ops + "}, \"compile_ms\": " + ms +
+           ", \"cache_hit\": " + (g.cache_hit ? "true" : "false") + ", \"ir\": " + quote(g.ir) + "}";
+  };
+  auto brk = [](const GraphBreak& b) {
+    return "{\"category\": " + quote(b.category) + ", \"reason\": " + quote(b.reason) + ", \"op\": " + quote(b.op) +
+           ", \"file\": " + quote(b.file) + ", \"line\": " + std::to_string(b.line) + ", \"hint\": " + quote(b.hint) + "}";
+  };
+  auto rec = [](const Recompile& r) { return "{\"guard\": " + quote(r.guard) + ", \"action\": " + quote(r.action) + "}"; };
+  return "{\"graph_count\": " + std::to_string(graph_count()) +
+         ", \"graph_break_count\": " + std::to_string(graph_break_count()) +
+         ", \"graphs\": " + json_list(graphs, graph) + ", \"breaks\": " + json_list(breaks, brk) +
+         ", \"guards\": " + json_list(guards, quote) + ", \"recompiles\": " + json_list(recompiles, rec) +
+         ", \"notes\": " + json_list(notes, quote) + "}";
+}
+
+}  // namespace ember

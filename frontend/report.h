@@ -1,0 +1,49 @@
+// The graph-break and recompile report of a compiled function, as returned by explain() and
+// CompiledFunction::report(), with a readable text form and a JSON form.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+namespace ember {
+
+struct GraphBreak {
+  std::string category;  // "item", "bool", "data", "print", "symbolic-shape"
+  std::string reason;
+  std::string op;
+  std::string file;
+  int line = 0;
+  std::string hint;
+  std::string location() const { return file + ":" + std::to_string(line); }
+};
+
+struct GraphInfo {
+  int id = 0;
+  uint64_t hash = 0;
+  int op_count = 0;
+  std::map<std::string, int> ops;  // op name -> count
+  double compile_ms = 0;
+  bool cache_hit = false;          // found among this function's compiled graphs
+  std::string ir;                  // the optimised graph's text
+};
+
+struct Recompile {
+  std::string guard;   // the failing guard, e.g. "input 0 dim 1: 128 -> 256"
+  std::string action;  // "recompiled", "recompiled with dynamic dims ...", "fell back to eager"
+};
+
+struct Report {
+  std::vector<GraphInfo> graphs;
+  std::vector<GraphBreak> breaks;
+  std::vector<std::string> guards;
+  std::vector<Recompile> recompiles;
+  std::vector<std::string> notes;  // fallbacks and specialisations
+
+  int graph_count() const { return static_cast<int>(graphs.size()); }
+  int graph_break_count() const { return static_cast<int>(breaks.size()); }
+  std::string text() const;
+  std::string json() const;
+};
+
+}  // namespace ember

@@ -1,0 +1,176 @@
+#include "frontend/trace.h"
+
+#include <chrono>
+
+#include "ir/error.h"
+#include "runtime/config.h"
+#include "runtime/interpreter.h"
+
+namespace ember {
+
+namespace {
+thread_local TraceContext* current_context = nullptr;
+}  // namespace
+
+TraceContext::TraceContext(SegmentCompiler& compiler, bool fullgraph, Report& report)
+    : compiler_(compiler), fullgraph_(fullgraph), report_(report), previous_(current_context) {
+  current_context = this;
+  begin_segment();
+}
+
+TraceContext::~TraceContext() {
+  current_context = previous_;
+  // Values still traced here belong to a trace that failed: using them later is an error.
+  for (auto& weak : all_produced_)
+    if (auto impl = weak.lock()) {
+      if (impl->is_traced()) impl->poisoned = true;
+      impl->node = nullptr;
+      impl->ctx = nullptr;
+      if (impl->value.defined()) impl->type = {impl->value.dtype(), to_shape(impl->value.shape())};
+    }
+}
+
+TraceContext* TraceContext::current() { return current_context; }
+
+void TraceContext::begin_segment() {
+  graph_ = std::make_unique<Graph>();
+  graph_->symbols() = ranges_;
+  sources_.clear();
+  input_values_.clear();
+  segment_inputs_.clear();
+  produced_.clear();
+}
+
+void TraceContext::add_arg(const Tensor& t, int index, TensorType type) {
+  args_.emplace(t.impl().get(), std::pair{index, std::move(type)});
+}
+
+int TraceContext::add_symbol(SymbolRange range, int64_t value) {
+  ranges_.push_back(range);
+  values_.push_back(value);
+  graph_->symbols() = ranges_;
+  return static_cast<int>(ranges_.size()) - 1;
+}
+
+TensorType TraceContext::type_of(const TensorImpl& impl) const {
+  if (impl.ctx == this) return impl.type;
+  auto it = args_.find(&impl);
+  if (it != args_.end()) return it->second.second;
+  return {impl.value.dtype(), to_shape(impl.value.shape())};
+}
+
+void TraceContext::specialise(const Dim& dim, int64_t value) {
+  for (const auto& [d, v] : guards_.specialisations)
+    if (d == dim) return;
+  guards_.specialisations.emplace_back(dim, value);
+  if (config::log_enabled("guards"))
+    config::log("guards", "specialised " + dim.str() + " == " + std::to_string(value) + " (a size used as an integer)");
+}
+
+Node* TraceContext::node_for(const Tensor& t) {
+  TensorImpl* impl = t.impl().get();
+  if (!impl) EMBER_THROW(Value, "[compile] an undefined tensor was used");
+  if (impl->poisoned) EMBER_THROW(Value, "[compile] a tensor from a trace that failed was used");
+  if (impl->is_traced()) {
+    if (impl->ctx != this)
+      EMBER_THROW(Value, "[compile] a traced tensor from another compiled call was used here; "
+                         "return it from that function instead of storing it");
+    return impl->node;
+  }
+  auto known = segment_inputs_.find(impl);
+  if (known != segment_inputs_.end()) return known->second;
+  InputSource src;
+  auto arg = args_.find(impl);
+  if (arg != args_.end()) {
+    src.kind = InputSource::Arg;
+    src.arg = arg->second.first;
+  } else if (impl->ctx == this) {
+    src.kind = InputSource::Materialized;
+  } else {
+    src.kind = InputSource::Captured;
+    src.captured = impl->value;
+  }
+  Node* node = graph_->add_input(type_of(*impl));
+  sources_.push_back(std::move(src));
+  input_values_.push_back(impl->value);
+  segment_inputs_[impl] = node;
+  return node;
+}
+
+Tensor TraceContext::record(Op op, const std::vector<Tensor>& inputs, Attrs attrs) {
+  std::vector<Node*> nodes;
+  for (const Tensor& t : inputs) nodes.push_back(node_for(t));
+  Node* node = graph_->add(op, std::move(nodes), std::move(attrs));
+  auto impl = std::make_shared<TensorImpl>();
+  impl->ctx = this;
+  impl->node = node;
+  impl->type = node->type;
+  produced_.push_back(impl);
+  all_produced_.push_back(impl);
+  return Tensor(impl);
+}
+
+void TraceContext::graph_break(const TensorImpl& impl, const std::string& category, const std::string& reason,
+                               const std::string& op, const std::string& file, int line, const std::string& hint) {
+  GraphBreak b{category, reason, op, file, line, hint};
+  if (fullgraph_)
+    EMBER_THROW(Runtime, "[compile] graph break under fullgraph=true: [", category, "] ", reason, " at ",
+                b.location(), ". Hint: ", hint);
+  ++breaks_;
+  report_.breaks.push_back(b);
+  if (config::log_enabled("graph_breaks"))
+    config::log("graph_breaks", "[" + category + "] " + reason + " at " + b.location() + "; hint: " + hint);
+  (void)impl;
+  flush({});
+  begin_segment();
+}
+
+void TraceContext::flush(const std::vector<Tensor>& outputs) {
+  // Outputs: the requested tensors first, then every other value of this segment still alive.
+  std::vector<std::shared_ptr<TensorImpl>> live;
+  for (const Tensor& t : outputs)
+    if (t.impl() && t.impl()->is_traced() && t.impl()->ctx == this) live.push_back(t.impl());
+  for (auto& weak : produced_)
+    if (auto impl = weak.lock())
+      if (impl->is_traced() && std::find(live.begin(), live.end(), impl) == live.end()) live.push_back(impl);
+  for (auto& impl : live) graph_->outputs().push_back(impl->node);
+  ++segments_;
+  if (graph_->outputs().empty()) {
+    last_exec_ = nullptr;
+    last_inputs_ = sources_;
+    return;
+  }
+  GraphInfo info;
+  auto exec = compiler_.compile(*graph_, info);
+  info.id = static_cast<int>(report_.graphs.size());
+  report_.graphs.push_back(info);
+  std::vector<Array> results = exec->run(input_values_, values_);
+  for (size_t i = 0; i < live.size(); ++i) {
+    live[i]->value = results[i];
+    live[i]->node = nullptr;  // now concrete; `ctx` stays set so its symbolic type is kept
+  }
+  last_exec_ = exec;
+  last_inputs_ = sources_;
+}
+
+void TraceContext::finish(const std::vector<Tensor>& outputs) {
+  guards_.symbols = ranges_;
+  flush(outputs);
+}
+
+Tensor apply(Op op, const std::vector<Tensor>& inputs, Attrs attrs) {
+  if (TraceContext* ctx = TraceContext::current()) return ctx->record(op, inputs, std::move(attrs));
+  std::vector<TensorType> types;
+  std::vector<Array> arrays;
+  for (const Tensor& t : inputs) {
+    if (!t.defined()) EMBER_THROW(Value, "[", op_name(op), "] an input tensor is undefined");
+    if (t.impl()->poisoned || t.impl()->is_traced())
+      EMBER_THROW(Value, "[", op_name(op), "] a tensor from a trace that failed or ended was used");
+    arrays.push_back(t.impl()->value);
+    types.push_back({arrays.back().dtype(), to_shape(arrays.back().shape())});
+  }
+  TensorType out = infer_type(op, types, attrs);
+  return Tensor(run_op(op, attrs, arrays, out));
+}
+
+}  // namespace ember

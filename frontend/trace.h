@@ -1,0 +1,126 @@
+// Internal: the tracer. A TraceContext is active on a thread while a compiled function runs its
+// user code. Ops on tensors record nodes into the current segment graph; a request for concrete
+// data breaks the graph: the segment is compiled and run, its live values become concrete, and
+// recording resumes in a new segment.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <source_location>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "frontend/report.h"
+#include "frontend/tensor.h"
+#include "ir/graph.h"
+#include "runtime/executable.h"
+
+namespace ember {
+
+struct TensorImpl {
+  Array value;                      // defined once concrete (eager, or materialised)
+  TraceContext* ctx = nullptr;      // the trace that produced it, while that trace runs
+  Node* node = nullptr;             // its node in the current segment, while not materialised
+  TensorType type;                  // its type; symbolic dims while `ctx` is set
+  bool poisoned = false;            // produced by a trace that failed
+
+  bool is_traced() const { return node != nullptr; }
+};
+
+// Where a segment's graph input comes from, so a replay can find it without tracing.
+struct InputSource {
+  enum Kind { Arg, Captured, Materialized } kind = Arg;
+  int arg = -1;        // for Arg: the index among the function's tensor arguments
+  Array captured;      // for Captured: the array (kept alive by the trace cache)
+};
+
+// What the guards of one trace check: dtype, rank and dims of each tensor argument (a dim is a
+// value or a symbol), layout, and facts learnt while tracing (a symbolic size used as an int).
+struct TensorGuard {
+  DType dtype;
+  Shape shape;
+  bool contiguous = true;
+};
+struct Guards {
+  std::vector<TensorGuard> tensors;
+  std::vector<SymbolRange> symbols;
+  std::vector<std::pair<Dim, int64_t>> specialisations;  // dim == value
+  // Checks `args`; on success fills `values` with the symbols' values and returns "", else
+  // returns the first failing guard, e.g. "input 0 dim 1: 128 -> 256".
+  std::string check(const std::vector<Array>& args, SymbolValues& values) const;
+  std::vector<std::string> describe() const;
+};
+
+// The compile-side services a trace needs; implemented by the compiled function.
+class SegmentCompiler {
+ public:
+  virtual ~SegmentCompiler() = default;
+  // Compiles (or finds in the cache) the executable for `g`; fills `info` for the report.
+  virtual std::shared_ptr<const Executable> compile(const Graph& g, GraphInfo& info) = 0;
+};
+
+class TraceContext {
+ public:
+  TraceContext(SegmentCompiler& compiler, bool fullgraph, Report& report);
+  ~TraceContext();
+  TraceContext(const TraceContext&) = delete;
+  TraceContext& operator=(const TraceContext&) = delete;
+
+  static TraceContext* current();
+
+  // Declares tensor argument `index` with its (possibly symbolic) type for this trace.
+  void add_arg(const Tensor& t, int index, TensorType type);
+  int add_symbol(SymbolRange range, int64_t value);
+  bool is_arg(const TensorImpl& impl) const { return args_.count(&impl) > 0; }
+  const SymbolValues& symbol_values() const { return values_; }
+
+  Tensor record(Op op, const std::vector<Tensor>& inputs, Attrs attrs);
+  // The type of `t` as this trace sees it (symbolic for arguments and traced values).
+  TensorType type_of(const TensorImpl& impl) const;
+  // Records a guard that `dim` equals `value` in this trace.
+  void specialise(const Dim& dim, int64_t value);
+  // Breaks the graph (or throws under fullgraph) and makes `t` concrete.
+  void graph_break(const TensorImpl& impl, const std::string& category, const std::string& reason,
+                   const std::string& op, const std::string& file, int line, const std::string& hint);
+
+  // Ends the trace: the last segment is compiled and run with `outputs` (and every other live
+  // traced value) as its outputs.
+  void finish(const std::vector<Tensor>& outputs);
+
+  int segments() const { return segments_; }
+  bool had_breaks() const { return breaks_ > 0; }
+  // Valid after finish() when the trace had no break: what a replay needs.
+  std::shared_ptr<const Executable> single_executable() const { return last_exec_; }
+  const std::vector<InputSource>& single_inputs() const { return last_inputs_; }
+  const Guards& guards() const { return guards_; }
+  Guards& guards() { return guards_; }
+
+ private:
+  Node* node_for(const Tensor& t);
+  void flush(const std::vector<Tensor>& outputs);
+  void begin_segment();
+
+  SegmentCompiler& compiler_;
+  bool fullgraph_;
+  Report& report_;
+  TraceContext* previous_;
+  std::unique_ptr<Graph> graph_;
+  std::vector<InputSource> sources_;
+  std::vector<Array> input_values_;
+  std::unordered_map<const TensorImpl*, Node*> segment_inputs_;
+  std::unordered_map<const TensorImpl*, std::pair<int, TensorType>> args_;
+  std::vector<std::weak_ptr<TensorImpl>> produced_;      // traced, this segment
+  std::vector<std::weak_ptr<TensorImpl>> all_produced_;  // every segment, to release at the end
+  std::vector<SymbolRange> ranges_;
+  SymbolValues values_;
+  Guards guards_;
+  int segments_ = 0, breaks_ = 0;
+  std::shared_ptr<const Executable> last_exec_;
+  std::vector<InputSource> last_inputs_;
+};
+
+// Runs `op` on `inputs`: records it when a trace is active, else runs the interpreter now.
+Tensor apply(Op op, const std::vector<Tensor>& inputs, Attrs attrs = {});
+
+}  // namespace ember

@@ -1,0 +1,77 @@
+#include "ir/attrs.h"
+
+#include <cmath>
+#include <cstdio>
+
+namespace ember {
+
+bool Literal::operator==(const Literal& o) const {
+  if (dtype != o.dtype || ints != o.ints || floats.size() != o.floats.size()) return false;
+  // Bitwise equality for floats, so NaN literals compare equal to themselves (CSE relies on it).
+  for (size_t i = 0; i < floats.size(); ++i)
+    if (!(floats[i] == o.floats[i] || (std::isnan(floats[i]) && std::isnan(o.floats[i])))) return false;
+  return true;
+}
+
+AttrType attr_type(const Attr& a) { return static_cast<AttrType>(a.index()); }
+
+std::string_view attr_type_name(AttrType t) {
+  static constexpr std::string_view names[] = {"int", "float", "bool", "dtype",
+                                               "ints", "shape", "string", "literal"};
+  return names[static_cast<int>(t)];
+}
+
+namespace {
+
+// Floats are printed so that parsing gives back the same double, and always with a '.', 'e',
+// "inf" or "nan" so that they never look like integers.
+std::string float_str(double v) {
+  if (std::isnan(v)) return "nan";
+  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "%.17g", v);
+  // Prefer the shortest text that round-trips.
+  for (int prec = 1; prec <= 17; ++prec) {
+    char shorter[40];
+    std::snprintf(shorter, sizeof shorter, "%.*g", prec, v);
+    if (std::strtod(shorter, nullptr) == v) {
+      std::snprintf(buf, sizeof buf, "%s", shorter);
+      break;
+    }
+  }
+  std::string s = buf;
+  if (s.find_first_of(".en") == std::string::npos) s += ".0";
+  return s;
+}
+
+template <class T, class F>
+std::string list_str(const std::vector<T>& v, F&& item) {
+  std::string out = "[";
+  for (size_t i = 0; i < v.size(); ++i) out += (i ? ", " : "") + item(v[i]);
+  return out + "]";
+}
+
+}  // namespace
+
+std::string attr_str(const Attr& a) {
+  switch (attr_type(a)) {
+    case AttrType::Int: return std::to_string(std::get<int64_t>(a));
+    case AttrType::Float: return float_str(std::get<double>(a));
+    case AttrType::Bool: return std::get<bool>(a) ? "true" : "false";
+    case AttrType::DType: return std::string(dtype_name(std::get<DType>(a)));
+    case AttrType::Ints:
+      return list_str(std::get<std::vector<int64_t>>(a), [](int64_t v) { return std::to_string(v); });
+    case AttrType::Shape: return shape_str(std::get<Shape>(a));
+    case AttrType::String: return "\"" + std::get<std::string>(a) + "\"";
+    case AttrType::Literal: {
+      const Literal& l = std::get<Literal>(a);
+      std::string body = is_floating(l.dtype)
+                             ? list_str(l.floats, float_str)
+                             : list_str(l.ints, [](int64_t v) { return std::to_string(v); });
+      return std::string(dtype_name(l.dtype)) + body;
+    }
+  }
+  return "?";
+}
+
+}  // namespace ember

@@ -1,0 +1,53 @@
+// Errors. A user error (bad input, unsupported option, shape mismatch) is an ember::Error whose
+// message starts with the op in brackets: "[matmul] inner dimensions differ: (8, 3) @ (4, 5)".
+// An internal error (EMBER_CHECK failed) is a bug in ember and says so.
+#pragma once
+
+#include <sstream>
+#include <stdexcept>
+#include <string>
+
+namespace ember {
+
+// The Python binding maps each kind to the matching exception.
+enum class ErrorKind { Value, Type, Runtime, NotImplemented, Internal };
+
+class Error : public std::runtime_error {
+ public:
+  Error(ErrorKind kind, const std::string& message) : std::runtime_error(message), kind_(kind) {}
+  explicit Error(const std::string& message) : Error(ErrorKind::Value, message) {}
+  ErrorKind kind() const { return kind_; }
+
+ private:
+  ErrorKind kind_;
+};
+
+// Raised by shape inference when a symbolic dim cannot be carried through an op (for example a
+// non-exact division). The tracer catches it and specialises the trace to static shapes.
+class SymbolicShapeError : public Error {
+ public:
+  explicit SymbolicShapeError(const std::string& message) : Error(ErrorKind::Value, message) {}
+};
+
+namespace detail {
+template <class... Args>
+std::string concat(const Args&... args) {
+  std::ostringstream out;
+  (out << ... << args);
+  return out.str();
+}
+[[noreturn]] void internal_error(const char* file, int line, const char* cond, const std::string& msg);
+}  // namespace detail
+
+// Builds the message from streamable pieces: EMBER_THROW(Value, "[add] ", a, " vs ", b).
+#define EMBER_THROW(kind, ...) \
+  throw ::ember::Error(::ember::ErrorKind::kind, ::ember::detail::concat(__VA_ARGS__))
+
+#define EMBER_CHECK(cond, ...)                                                   \
+  do {                                                                           \
+    if (!(cond))                                                                 \
+      ::ember::detail::internal_error(__FILE__, __LINE__, #cond,                 \
+                                      ::ember::detail::concat("" __VA_ARGS__));  \
+  } while (0)
+
+}  // namespace ember

@@ -1,0 +1,158 @@
+#include "ir/op.h"
+
+#include <algorithm>
+
+#include "ir/error.h"
+#include "ir/ops/registry.h"
+
+namespace ember {
+
+namespace {
+
+ops::Table build_table() {
+  ops::Table table;
+#define EMBER_OP(name_, text, min_a, max_a, kind_)                     \
+  table.push_back(OpInfo{.op = Op::name_, .name = text, .min_arity = min_a, \
+                         .max_arity = max_a, .kind = OpKind::kind_});
+#include "ir/ops.def"
+#undef EMBER_OP
+  ops::register_elementwise(table);
+  ops::register_reductions(table);
+  ops::register_contractions(table);
+  ops::register_movement(table);
+  ops::register_composites(table);
+  ops::register_creation(table);
+  for (const OpInfo& info : table) {
+    EMBER_CHECK(info.infer != nullptr, "op '", info.name, "' has no registry record");
+    EMBER_CHECK(!info.doc.empty(), "op '", info.name, "' has no doc line");
+  }
+  return table;
+}
+
+const ops::Table& table() {
+  static const ops::Table t = build_table();
+  return t;
+}
+
+template <class T>
+const T& get_attr(const Attrs& a, const char* name, AttrType type) {
+  auto it = a.find(name);
+  EMBER_CHECK(it != a.end(), "attribute '", name, "' missing after inference");
+  EMBER_CHECK(attr_type(it->second) == type, "attribute '", name, "' has the wrong type");
+  return std::get<T>(it->second);
+}
+
+}  // namespace
+
+std::string TensorType::str() const { return std::string(dtype_name(dtype)) + shape_str(shape); }
+
+const OpInfo& op_info(Op op) { return table()[static_cast<size_t>(op)]; }
+std::string_view op_name(Op op) { return op_info(op).name; }
+
+std::optional<Op> parse_op(std::string_view name) {
+  for (const OpInfo& info : table())
+    if (info.name == name) return info.op;
+  return std::nullopt;
+}
+
+TensorType infer_type(Op op, std::span<const TensorType> inputs, Attrs& attrs) {
+  const OpInfo& info = op_info(op);
+  int n = static_cast<int>(inputs.size());
+  if (n < info.min_arity || (info.max_arity >= 0 && n > info.max_arity)) {
+    std::string expected = info.min_arity == info.max_arity ? std::to_string(info.min_arity)
+                           : info.max_arity < 0 ? "at least " + std::to_string(info.min_arity)
+                           : std::to_string(info.min_arity) + " to " + std::to_string(info.max_arity);
+    EMBER_OP_ERROR(Value, info, "expects ", expected, " inputs, got ", n);
+  }
+  for (const auto& [name, value] : attrs) {
+    auto spec = std::find_if(info.attrs.begin(), info.attrs.end(),
+                             [&](const AttrSpec& s) { return s.name == name; });
+    if (spec == info.attrs.end()) {
+      std::string valid;
+      for (const AttrSpec& s : info.attrs) valid += (valid.empty() ? "" : ", ") + s.name;
+      EMBER_OP_ERROR(Value, info, "unknown attribute '", name, "' (valid: ",
+                     valid.empty() ? "none" : valid, ")");
+    }
+    if (attr_type(value) != spec->type)
+      EMBER_OP_ERROR(Type, info, "attribute '", name, "' must be ", attr_type_name(spec->type),
+                     ", got ", attr_type_name(attr_type(value)));
+  }
+  for (const AttrSpec& spec : info.attrs) {
+    if (attrs.count(spec.name)) continue;
+    if (!spec.default_value) EMBER_OP_ERROR(Value, info, "missing attribute '", spec.name, "'");
+    attrs[spec.name] = *spec.default_value;
+  }
+  return info.infer(info, inputs, attrs);
+}
+
+int64_t attr_int(const Attrs& a, const char* n) { return get_attr<int64_t>(a, n, AttrType::Int); }
+double attr_float(const Attrs& a, const char* n) { return get_attr<double>(a, n, AttrType::Float); }
+bool attr_bool(const Attrs& a, const char* n) { return get_attr<bool>(a, n, AttrType::Bool); }
+DType attr_dtype(const Attrs& a, const char* n) { return get_attr<DType>(a, n, AttrType::DType); }
+const std::vector<int64_t>& attr_ints(const Attrs& a, const char* n) {
+  return get_attr<std::vector<int64_t>>(a, n, AttrType::Ints);
+}
+const Shape& attr_shape(const Attrs& a, const char* n) { return get_attr<Shape>(a, n, AttrType::Shape); }
+const std::string& attr_string(const Attrs& a, const char* n) {
+  return get_attr<std::string>(a, n, AttrType::String);
+}
+const Literal& attr_literal(const Attrs& a, const char* n) {
+  return get_attr<Literal>(a, n, AttrType::Literal);
+}
+
+int64_t normalize_axis(std::string_view op, int64_t axis, int64_t rank) {
+  int64_t r = std::max<int64_t>(rank, 1);  // a 0-d tensor accepts axis 0 and -1, as in PyTorch
+  if (axis < -r || axis >= r)
+    EMBER_THROW(Value, "[", op, "] axis ", axis, " is out of range for a tensor of rank ", rank);
+  return axis < 0 ? axis + r : axis;
+}
+
+std::vector<int64_t> normalize_axes(std::string_view op, const std::vector<int64_t>& axes, int64_t rank) {
+  std::vector<int64_t> out;
+  for (int64_t a : axes) {
+    int64_t n = normalize_axis(op, a, rank);
+    if (std::find(out.begin(), out.end(), n) != out.end())
+      EMBER_THROW(Value, "[", op, "] axis ", a, " appears more than once");
+    out.push_back(n);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+Shape broadcast_shapes(std::string_view op, const Shape& a, const Shape& b) {
+  size_t rank = std::max(a.size(), b.size());
+  Shape out(rank);
+  for (size_t i = 0; i < rank; ++i) {
+    Dim da = i < rank - a.size() ? Dim(1) : a[i - (rank - a.size())];
+    Dim db = i < rank - b.size() ? Dim(1) : b[i - (rank - b.size())];
+    if (da == db || db == Dim(1)) {
+      out[i] = da;
+    } else if (da == Dim(1)) {
+      out[i] = db;
+    } else if (da.is_static() && db.is_static()) {
+      EMBER_THROW(Value, "[", op, "] shapes ", shape_str(a), " and ", shape_str(b),
+                  " cannot be broadcast (dim ", i, ": ", da.str(), " vs ", db.str(), ")");
+    } else {
+      throw SymbolicShapeError(detail::concat("[", op, "] cannot prove symbolic dims ", da.str(),
+                                              " and ", db.str(), " equal"));
+    }
+  }
+  return out;
+}
+
+DType promoted_dtype(std::span<const TensorType> inputs) {
+  if (inputs.empty()) return DType::Bool;
+  // PyTorch gives tensors with dims priority over 0-d tensors of the same category: a 0-d
+  // float64 does not widen a float32 tensor, but a 0-d float does turn an int tensor float.
+  auto category = [](DType t) { return is_bool(t) ? 0 : is_integral(t) ? 1 : 2; };
+  std::optional<DType> dimmed, zero_dim;
+  for (const TensorType& t : inputs) {
+    auto& slot = t.shape.empty() ? zero_dim : dimmed;
+    slot = slot ? promote_types(*slot, t.dtype) : t.dtype;
+  }
+  if (!dimmed) return *zero_dim;
+  if (!zero_dim || category(*zero_dim) <= category(*dimmed)) return *dimmed;
+  return promote_types(*dimmed, *zero_dim);
+}
+
+}  // namespace ember

@@ -1,0 +1,102 @@
+// Composite ops: softmax, log_softmax, the norms and attention. Later issues decompose them
+// into elementwise ops and reductions; the interpreter runs them directly.
+#include "ir/ops/registry.h"
+
+namespace ember::ops {
+
+namespace {
+
+TensorType infer_softmax(const OpInfo& op, std::span<const TensorType> in, const Attrs& attrs) {
+  const TensorType& x = in[0];
+  normalize_axis(op.name, attr_int(attrs, "axis"), static_cast<int64_t>(x.shape.size()));
+  return {is_floating(x.dtype) ? x.dtype : kDefaultFloat, x.shape};
+}
+
+void check_param(const OpInfo& op, const TensorType& x, const TensorType& p, const Shape& expected, const char* what) {
+  if (p.dtype != x.dtype)
+    EMBER_OP_ERROR(Type, op, what, " dtype ", dtype_name(p.dtype), " differs from input ", dtype_name(x.dtype));
+  if (p.shape != expected)
+    EMBER_OP_ERROR(Value, op, what, " must be ", shape_str(expected), ", got ", p.str());
+}
+
+TensorType infer_norm(const OpInfo& op, std::span<const TensorType> in, const Attrs& attrs) {
+  const TensorType& x = in[0];
+  check_floating(op, x, "input");
+  int64_t ndim = attr_int(attrs, "ndim");
+  if (ndim < 1 || ndim > static_cast<int64_t>(x.shape.size()))
+    EMBER_OP_ERROR(Value, op, "ndim must be in [1, ", x.shape.size(), "] for input ", x.str(), ", got ", ndim);
+  if (attr_float(attrs, "eps") < 0) EMBER_OP_ERROR(Value, op, "eps must be >= 0");
+  Shape normalized(x.shape.end() - ndim, x.shape.end());
+  for (size_t i = 1; i < in.size(); ++i) check_param(op, x, in[i], normalized, i == 1 ? "weight" : "bias");
+  return {x.dtype, x.shape};
+}
+
+TensorType infer_batch_norm(const OpInfo& op, std::span<const TensorType> in, const Attrs& attrs) {
+  const TensorType& x = in[0];
+  check_floating(op, x, "input");
+  if (x.shape.size() < 2) EMBER_OP_ERROR(Value, op, "input must be [N, C, ...], got ", x.str());
+  if (attr_float(attrs, "eps") < 0) EMBER_OP_ERROR(Value, op, "eps must be >= 0");
+  const char* names[] = {"", "running_mean", "running_var", "weight", "bias"};
+  for (size_t i = 1; i < 5; ++i) check_param(op, x, in[i], {x.shape[1]}, names[i]);
+  return {x.dtype, x.shape};
+}
+
+TensorType infer_attention(const OpInfo& op, std::span<const TensorType> in, const Attrs&) {
+  const TensorType &q = in[0], &k = in[1], &v = in[2];
+  check_floating(op, q, "query");
+  for (const TensorType* t : {&k, &v}) {
+    if (t->dtype != q.dtype)
+      EMBER_OP_ERROR(Type, op, "query, key and value must share a dtype, got ", q.str(), ", ", k.str(), ", ", v.str());
+    if (t->shape.size() < 2 || t->shape.size() != q.shape.size())
+      EMBER_OP_ERROR(Value, op, "query, key and value must have the same rank >= 2, got ", q.str(), ", ",
+                     k.str(), ", ", v.str());
+  }
+  size_t r = q.shape.size();
+  if (q.shape[r - 1] != k.shape[r - 1])
+    EMBER_OP_ERROR(Value, op, "query ", q.str(), " and key ", k.str(), " differ in the last dim");
+  if (k.shape[r - 2] != v.shape[r - 2])
+    EMBER_OP_ERROR(Value, op, "key ", k.str(), " and value ", v.str(), " differ in sequence length");
+  Shape batch = broadcast_shapes(op.name, Shape(q.shape.begin(), q.shape.end() - 2), Shape(k.shape.begin(), k.shape.end() - 2));
+  batch = broadcast_shapes(op.name, batch, Shape(v.shape.begin(), v.shape.end() - 2));
+  if (in.size() == 4) {
+    const TensorType& mask = in[3];
+    if (mask.dtype != DType::Bool && mask.dtype != q.dtype)
+      EMBER_OP_ERROR(Type, op, "mask must be bool or ", dtype_name(q.dtype), ", got ", dtype_name(mask.dtype));
+    Shape scores = batch;
+    scores.push_back(q.shape[r - 2]);
+    scores.push_back(k.shape[r - 2]);
+    if (broadcast_shapes(op.name, scores, mask.shape) != scores)
+      EMBER_OP_ERROR(Value, op, "mask ", mask.str(), " does not broadcast to the scores ", shape_str(scores));
+  }
+  batch.push_back(q.shape[r - 2]);
+  batch.push_back(v.shape[r - 1]);
+  return {q.dtype, batch};
+}
+
+}  // namespace
+
+void register_composites(Table& table) {
+  auto at = [&](Op op) -> OpInfo& { return table[static_cast<size_t>(op)]; };
+  for (Op op : {Op::Softmax, Op::LogSoftmax}) {
+    at(op).infer = infer_softmax;
+    at(op).attrs = {{"axis", AttrType::Int, std::nullopt}};
+  }
+  at(Op::Softmax).doc = "exp(x - max) / sum(exp(x - max)) along `axis`";
+  at(Op::LogSoftmax).doc = "x - logsumexp(x) along `axis`";
+  at(Op::LayerNorm).doc = "(x - mean) / sqrt(var + eps) * weight + bias over the last `ndim` dims (biased var)";
+  at(Op::LayerNorm).infer = infer_norm;
+  at(Op::LayerNorm).attrs = {{"ndim", AttrType::Int, Attr(int64_t{1})}, {"eps", AttrType::Float, Attr(1e-5)}};
+  at(Op::RmsNorm).doc = "x / sqrt(mean(x^2) + eps) * weight over the last `ndim` dims";
+  at(Op::RmsNorm).infer = infer_norm;
+  at(Op::RmsNorm).attrs = {{"ndim", AttrType::Int, Attr(int64_t{1})}, {"eps", AttrType::Float, std::nullopt}};
+  at(Op::BatchNorm).doc = "inference batch norm: (x - running_mean) / sqrt(running_var + eps) * weight + bias per channel";
+  at(Op::BatchNorm).infer = infer_batch_norm;
+  at(Op::BatchNorm).attrs = {{"eps", AttrType::Float, Attr(1e-5)}};
+  at(Op::ScaledDotProductAttention).doc =
+      "softmax(q k^T * scale + mask) v; mask is bool (true attends) or additive; scale 0 means 1/sqrt(E)";
+  at(Op::ScaledDotProductAttention).infer = infer_attention;
+  at(Op::ScaledDotProductAttention).attrs = {{"causal", AttrType::Bool, Attr(false)},
+                                             {"scale", AttrType::Float, Attr(0.0)}};
+}
+
+}  // namespace ember::ops

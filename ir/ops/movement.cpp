@@ -1,0 +1,272 @@
+// Views (reshape, permute, transpose, expand, slice, squeeze, unsqueeze, flatten) and data
+// movement (concat, stack, pad, index_select, gather, embedding).
+#include <algorithm>
+#include <limits>
+
+#include "ir/ops/registry.h"
+
+namespace ember::ops {
+
+namespace {
+
+using Ints = std::vector<int64_t>;
+constexpr int64_t kToEnd = std::numeric_limits<int64_t>::max();
+
+int64_t rank_of(const TensorType& t) { return static_cast<int64_t>(t.shape.size()); }
+
+TensorType infer_reshape(const OpInfo& op, std::span<const TensorType> in, const Attrs& attrs) {
+  const TensorType& x = in[0];
+  Shape target = attr_shape(attrs, "shape");
+  int infer_at = -1;
+  Dim known(1);
+  for (size_t i = 0; i < target.size(); ++i) {
+    if (target[i] == Dim(-1)) {
+      if (infer_at >= 0) EMBER_OP_ERROR(Value, op, "only one dim can be -1, got ", shape_str(target));
+      infer_at = static_cast<int>(i);
+      continue;
+    }
+    if (target[i].is_static() && target[i].value() < 0)
+      EMBER_OP_ERROR(Value, op, "invalid dim ", target[i].value(), " in ", shape_str(target));
+    known = known * target[i];
+  }
+  Dim total = numel(x.shape);
+  if (infer_at >= 0) {
+    if (known == Dim(0))
+      EMBER_OP_ERROR(Value, op, "cannot infer the -1 dim of ", shape_str(target), " for ", x.str());
+    if (known.is_static() && total.is_static() && total.value() % known.value() != 0)
+      EMBER_OP_ERROR(Value, op, "shape ", shape_str(target), " is invalid for input ", x.str());
+    target[infer_at] = total.exact_div(known);
+  } else if (known != total) {
+    if (known.is_static() && total.is_static())
+      EMBER_OP_ERROR(Value, op, "shape ", shape_str(target), " is invalid for input ", x.str(),
+                     " (", total.value(), " elements)");
+    throw SymbolicShapeError(detail::concat("[reshape] cannot prove ", known.str(), " == ", total.str()));
+  }
+  return {x.dtype, target};
+}
+
+TensorType infer_permute(const OpInfo& op, std::span<const TensorType> in, const Attrs& attrs) {
+  const TensorType& x = in[0];
+  const Ints& dims = attr_ints(attrs, "dims");
+  if (static_cast<int64_t>(dims.size()) != rank_of(x))
+    EMBER_OP_ERROR(Value, op, "dims has ", dims.size(), " entries for a tensor of rank ", rank_of(x));
+  Ints norm;
+  for (int64_t d : dims) norm.push_back(normalize_axis(op.name, d, rank_of(x)));
+  Ints sorted = norm;
+  std::sort(sorted.begin(), sorted.end());
+  for (int64_t i = 0; i < rank_of(x); ++i)
+    if (sorted[i] != i) EMBER_OP_ERROR(Value, op, "dims must be a permutation of 0..", rank_of(x) - 1);
+  Shape out;
+  for (int64_t d : norm) out.push_back(x.shape[d]);
+  return {x.dtype, out};
+}
+
+TensorType infer_transpose(const OpInfo& op, std::span<const TensorType> in, const Attrs& attrs) {
+  const TensorType& x = in[0];
+  int64_t a = normalize_axis(op.name, attr_int(attrs, "dim0"), rank_of(x));
+  int64_t b = normalize_axis(op.name, attr_int(attrs, "dim1"), rank_of(x));
+  Shape out = x.shape;
+  if (!out.empty()) std::swap(out[a], out[b]);
+  return {x.dtype, out};
+}
+
+TensorType infer_expand(const OpInfo& op, std::span<const TensorType> in, const Attrs& attrs) {
+  const TensorType& x = in[0];
+  Shape target = attr_shape(attrs, "shape");
+  if (target.size() < x.shape.size())
+    EMBER_OP_ERROR(Value, op, "target ", shape_str(target), " has fewer dims than ", x.str());
+  size_t lead = target.size() - x.shape.size();
+  for (size_t i = 0; i < target.size(); ++i) {
+    if (i < lead) {
+      if (target[i] == Dim(-1)) EMBER_OP_ERROR(Value, op, "-1 is not allowed in new leading dims");
+      continue;
+    }
+    const Dim& src = x.shape[i - lead];
+    if (target[i] == Dim(-1)) { target[i] = src; continue; }
+    if (src != target[i] && src != Dim(1)) {
+      if (src.is_static() && target[i].is_static())
+        EMBER_OP_ERROR(Value, op, "cannot expand ", x.str(), " to ", shape_str(attr_shape(attrs, "shape")),
+                       " (dim ", i, ": ", src.str(), " is neither 1 nor ", target[i].str(), ")");
+      throw SymbolicShapeError(detail::concat("[expand] cannot prove ", src.str(), " == ", target[i].str()));
+    }
+  }
+  return {x.dtype, target};
+}
+
+// Python slice semantics on one dim of static size n; returns the output length.
+int64_t slice_length(int64_t n, int64_t start, int64_t end, int64_t step) {
+  if (start < 0) start += n;
+  if (end < 0) end += n;
+  start = std::clamp<int64_t>(start, 0, n);
+  end = std::clamp<int64_t>(end, 0, n);
+  return end <= start ? 0 : (end - start + step - 1) / step;
+}
+
+TensorType infer_slice(const OpInfo& op, std::span<const TensorType> in, const Attrs& attrs) {
+  const TensorType& x = in[0];
+  if (x.shape.empty()) EMBER_OP_ERROR(Value, op, "cannot slice a 0-d tensor");
+  int64_t axis = normalize_axis(op.name, attr_int(attrs, "axis"), rank_of(x));
+  int64_t start = attr_int(attrs, "start"), end = attr_int(attrs, "end"), step = attr_int(attrs, "step");
+  if (step <= 0) EMBER_OP_ERROR(Value, op, "step must be positive, got ", step);
+  Shape out = x.shape;
+  const Dim& n = x.shape[axis];
+  if (n.is_static()) {
+    out[axis] = Dim(slice_length(n.value(), start, end, step));
+  } else if (step == 1 && end == kToEnd && start >= 0) {
+    out[axis] = n - Dim(start);  // symbolic dims are assumed larger than the constant start
+  } else if (step == 1 && end == kToEnd && start < 0) {
+    out[axis] = Dim(-start);
+  } else if (step == 1 && start >= 0 && end < 0) {
+    out[axis] = n + Dim(end - start);
+  } else {
+    throw SymbolicShapeError(detail::concat("[slice] symbolic dim ", n.str(), " with start ", start,
+                                            ", end ", end, ", step ", step));
+  }
+  return {x.dtype, out};
+}
+
+TensorType infer_squeeze(const OpInfo& op, std::span<const TensorType> in, const Attrs& attrs) {
+  const TensorType& x = in[0];
+  Ints axes = normalize_axes(op.name, attr_ints(attrs, "axes"), rank_of(x));
+  Shape out;
+  for (int64_t i = 0; i < rank_of(x); ++i) {
+    bool named = axes.empty() || std::find(axes.begin(), axes.end(), i) != axes.end();
+    if (!(named && x.shape[i] == Dim(1))) out.push_back(x.shape[i]);
+  }
+  return {x.dtype, out};
+}
+
+TensorType infer_unsqueeze(const OpInfo& op, std::span<const TensorType> in, const Attrs& attrs) {
+  const TensorType& x = in[0];
+  int64_t axis = normalize_axis(op.name, attr_int(attrs, "axis"), rank_of(x) + 1);
+  Shape out = x.shape;
+  out.insert(out.begin() + axis, Dim(1));
+  return {x.dtype, out};
+}
+
+TensorType infer_flatten(const OpInfo& op, std::span<const TensorType> in, const Attrs& attrs) {
+  const TensorType& x = in[0];
+  if (x.shape.empty()) return {x.dtype, {Dim(1)}};
+  int64_t start = normalize_axis(op.name, attr_int(attrs, "start"), rank_of(x));
+  int64_t end = normalize_axis(op.name, attr_int(attrs, "end"), rank_of(x));
+  if (start > end) EMBER_OP_ERROR(Value, op, "start ", start, " is after end ", end);
+  Shape out(x.shape.begin(), x.shape.begin() + start);
+  out.push_back(numel(Shape(x.shape.begin() + start, x.shape.begin() + end + 1)));
+  out.insert(out.end(), x.shape.begin() + end + 1, x.shape.end());
+  return {x.dtype, out};
+}
+
+TensorType infer_concat(const OpInfo& op, std::span<const TensorType> in, const Attrs& attrs) {
+  bool stack = op.op == Op::Stack;
+  const TensorType& first = in[0];
+  int64_t rank = rank_of(first);
+  if (!stack && rank == 0) EMBER_OP_ERROR(Value, op, "cannot concatenate 0-d tensors");
+  int64_t axis = normalize_axis(op.name, attr_int(attrs, "axis"), stack ? rank + 1 : rank);
+  Dim total(0);
+  for (size_t i = 0; i < in.size(); ++i) {
+    if (rank_of(in[i]) != rank)
+      EMBER_OP_ERROR(Value, op, "inputs must have the same rank: input 0 is ", first.str(), ", input ", i, " is ", in[i].str());
+    for (int64_t d = 0; d < rank; ++d) {
+      if (!stack && d == axis) continue;
+      if (in[i].shape[d] != first.shape[d])
+        EMBER_OP_ERROR(Value, op, "input ", i, " ", in[i].str(), " differs from input 0 ", first.str(), " in dim ", d);
+    }
+    if (!stack) total = total + in[i].shape[axis];
+  }
+  Shape out = first.shape;
+  if (stack) out.insert(out.begin() + axis, Dim(static_cast<int64_t>(in.size())));
+  else out[axis] = total;
+  return {promoted_dtype(in), out};
+}
+
+TensorType infer_pad(const OpInfo& op, std::span<const TensorType> in, const Attrs& attrs) {
+  const TensorType& x = in[0];
+  const Ints& pads = attr_ints(attrs, "pads");
+  if (pads.size() % 2 != 0 || static_cast<int64_t>(pads.size() / 2) > rank_of(x))
+    EMBER_OP_ERROR(Value, op, "pads must hold (before, after) pairs for at most ", rank_of(x),
+                   " dims (last dim first), got ", pads.size(), " values");
+  Shape out = x.shape;
+  for (size_t i = 0; i < pads.size() / 2; ++i) {
+    Dim& d = out[out.size() - 1 - i];
+    d = d + Dim(pads[2 * i] + pads[2 * i + 1]);
+    if (d.is_static() && d.value() < 0)
+      EMBER_OP_ERROR(Value, op, "pads ", attr_str(Attr(pads)), " make dim ", out.size() - 1 - i, " negative for ", x.str());
+  }
+  return {x.dtype, out};
+}
+
+void check_index(const OpInfo& op, const TensorType& idx) {
+  if (!is_integral(idx.dtype))
+    EMBER_OP_ERROR(Type, op, "index must be an integer tensor, got ", dtype_name(idx.dtype));
+}
+
+TensorType infer_index_select(const OpInfo& op, std::span<const TensorType> in, const Attrs& attrs) {
+  const TensorType &x = in[0], &idx = in[1];
+  check_index(op, idx);
+  if (rank_of(idx) > 1) EMBER_OP_ERROR(Value, op, "index must be 0-d or 1-d, got ", idx.str());
+  int64_t axis = normalize_axis(op.name, attr_int(attrs, "axis"), rank_of(x));
+  Shape out = x.shape;
+  if (!out.empty()) out[axis] = idx.shape.empty() ? Dim(1) : idx.shape[0];
+  return {x.dtype, out};
+}
+
+TensorType infer_gather(const OpInfo& op, std::span<const TensorType> in, const Attrs& attrs) {
+  const TensorType &x = in[0], &idx = in[1];
+  check_index(op, idx);
+  if (rank_of(idx) != rank_of(x))
+    EMBER_OP_ERROR(Value, op, "index ", idx.str(), " must have the rank of input ", x.str());
+  int64_t axis = normalize_axis(op.name, attr_int(attrs, "axis"), rank_of(x));
+  for (int64_t d = 0; d < rank_of(x); ++d) {
+    if (d == axis || !idx.shape[d].is_static() || !x.shape[d].is_static()) continue;
+    if (idx.shape[d].value() > x.shape[d].value())
+      EMBER_OP_ERROR(Value, op, "index ", idx.str(), " is larger than input ", x.str(), " in dim ", d);
+  }
+  return {x.dtype, idx.shape};
+}
+
+TensorType infer_embedding(const OpInfo& op, std::span<const TensorType> in, const Attrs&) {
+  const TensorType &w = in[0], &idx = in[1];
+  check_rank(op, w, 2, "weight");
+  check_index(op, idx);
+  Shape out = idx.shape;
+  out.push_back(w.shape[1]);
+  return {w.dtype, out};
+}
+
+}  // namespace
+
+void register_movement(Table& table) {
+  auto set = [&](Op op, const char* doc, InferFn infer, std::vector<AttrSpec> attrs) {
+    OpInfo& info = table[static_cast<size_t>(op)];
+    info.doc = doc;
+    info.infer = infer;
+    info.attrs = std::move(attrs);
+  };
+  set(Op::Reshape, "same elements in a new shape; one dim may be -1", infer_reshape,
+      {{"shape", AttrType::Shape, std::nullopt}});
+  set(Op::Permute, "reorder dims: output dim i is input dim dims[i]", infer_permute,
+      {{"dims", AttrType::Ints, std::nullopt}});
+  set(Op::Transpose, "swap two dims", infer_transpose,
+      {{"dim0", AttrType::Int, std::nullopt}, {"dim1", AttrType::Int, std::nullopt}});
+  set(Op::Expand, "broadcast size-1 dims to `shape` without copying; -1 keeps a dim", infer_expand,
+      {{"shape", AttrType::Shape, std::nullopt}});
+  set(Op::Slice, "elements start, start+step, ... before end along `axis` (Python semantics)", infer_slice,
+      {{"axis", AttrType::Int, std::nullopt}, {"start", AttrType::Int, Attr(int64_t{0})},
+       {"end", AttrType::Int, Attr(kToEnd)}, {"step", AttrType::Int, Attr(int64_t{1})}});
+  set(Op::Squeeze, "drop size-1 dims among `axes` (all when empty)", infer_squeeze,
+      {{"axes", AttrType::Ints, Attr(Ints{})}});
+  set(Op::Unsqueeze, "insert a size-1 dim at `axis`", infer_unsqueeze, {{"axis", AttrType::Int, std::nullopt}});
+  set(Op::Flatten, "merge dims start..end into one", infer_flatten,
+      {{"start", AttrType::Int, Attr(int64_t{0})}, {"end", AttrType::Int, Attr(int64_t{-1})}});
+  set(Op::Concat, "join along an existing axis; dtypes promote", infer_concat, {{"axis", AttrType::Int, Attr(int64_t{0})}});
+  set(Op::Stack, "join along a new axis; dtypes promote", infer_concat, {{"axis", AttrType::Int, Attr(int64_t{0})}});
+  set(Op::Pad, "constant padding; pads are (before, after) pairs, last dim first, negative crops", infer_pad,
+      {{"pads", AttrType::Ints, std::nullopt}, {"value", AttrType::Float, Attr(0.0)}});
+  set(Op::IndexSelect, "pick entries along `axis` by a 1-d index", infer_index_select,
+      {{"axis", AttrType::Int, std::nullopt}});
+  set(Op::Gather, "out[i][j] = x[index[i][j]][j] along `axis` (torch.gather)", infer_gather,
+      {{"axis", AttrType::Int, std::nullopt}});
+  set(Op::Embedding, "rows of weight [num, dim] picked by an integer index of any shape", infer_embedding, {});
+}
+
+}  // namespace ember::ops

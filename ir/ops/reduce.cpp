@@ -1,0 +1,67 @@
+// Reductions over any set of axes (empty: all axes), with keepdim.
+#include "ir/ops/registry.h"
+
+namespace ember::ops {
+
+namespace {
+
+TensorType infer_reduction(const OpInfo& op, std::span<const TensorType> in, const Attrs& attrs) {
+  const TensorType& x = in[0];
+  int64_t rank = static_cast<int64_t>(x.shape.size());
+  std::vector<int64_t> axes = normalize_axes(op.name, attr_ints(attrs, "axes"), rank);
+  if (axes.empty())
+    for (int64_t i = 0; i < rank; ++i) axes.push_back(i);
+  bool keepdim = attr_bool(attrs, "keepdim");
+  bool needs_elements = op.op == Op::Max || op.op == Op::Min || op.op == Op::ArgMax || op.op == Op::ArgMin;
+  Shape shape;
+  for (int64_t i = 0; i < rank; ++i) {
+    bool reduced = std::find(axes.begin(), axes.end(), i) != axes.end();
+    if (reduced && needs_elements && x.shape[i] == Dim(0))
+      EMBER_OP_ERROR(Value, op, "cannot reduce over a zero-size dim (axis ", i, " of ", x.str(), ")");
+    if (!reduced) shape.push_back(x.shape[i]);
+    else if (keepdim) shape.push_back(Dim(1));
+  }
+  DType dtype = x.dtype;
+  switch (op.op) {
+    case Op::Sum: case Op::Prod:
+      if (!is_floating(dtype)) dtype = DType::Int64;  // as PyTorch: integer sums accumulate in int64
+      break;
+    case Op::Mean: case Op::Var: case Op::Std: case Op::LogSumExp:
+      if (!is_floating(dtype)) dtype = kDefaultFloat;
+      break;
+    case Op::ArgMax: case Op::ArgMin:
+      dtype = DType::Int64;
+      break;
+    default:
+      break;
+  }
+  return {dtype, shape};
+}
+
+}  // namespace
+
+void register_reductions(Table& table) {
+  const std::pair<Op, const char*> docs[] = {
+      {Op::Sum, "sum; integers and bool accumulate in int64"},
+      {Op::Mean, "arithmetic mean; integers give float32"},
+      {Op::Prod, "product; integers and bool accumulate in int64"},
+      {Op::Max, "largest element; NaN if any is NaN"},
+      {Op::Min, "smallest element; NaN if any is NaN"},
+      {Op::ArgMax, "row-major index of the first largest element within the reduced axes"},
+      {Op::ArgMin, "row-major index of the first smallest element within the reduced axes"},
+      {Op::Var, "variance with `correction` (1: unbiased)"},
+      {Op::Std, "standard deviation with `correction` (1: unbiased)"},
+      {Op::LogSumExp, "log(sum(exp(x))), computed stably"},
+  };
+  for (auto [op, doc] : docs) {
+    OpInfo& info = table[static_cast<size_t>(op)];
+    info.doc = doc;
+    info.infer = infer_reduction;
+    info.attrs = {{"axes", AttrType::Ints, Attr(std::vector<int64_t>{})},
+                  {"keepdim", AttrType::Bool, Attr(false)}};
+    if (op == Op::Var || op == Op::Std)
+      info.attrs.push_back({"correction", AttrType::Float, Attr(1.0)});
+  }
+}
+
+}  // namespace ember::ops

@@ -1,0 +1,54 @@
+// The IR text form: see docs/ir.md.
+#include <limits>
+#include <unordered_map>
+
+#include "ir/graph.h"
+#include "ir/sha256.h"
+
+namespace ember {
+
+std::string print(const Graph& g) {
+  std::unordered_map<const Node*, int> names;
+  auto name = [&](const Node* n) { return "%" + std::to_string(names.at(n)); };
+  std::string out = "graph(";
+  for (size_t i = 0; i < g.inputs().size(); ++i) {
+    names[g.inputs()[i]] = static_cast<int>(i);
+    out += (i ? ", " : "") + name(g.inputs()[i]) + ": " + g.inputs()[i]->type.str();
+  }
+  out += ") {\n";
+  for (size_t s = 0; s < g.symbols().size(); ++s) {
+    const SymbolRange& r = g.symbols()[s];
+    std::string max = r.max == std::numeric_limits<int64_t>::max() ? "max" : std::to_string(r.max);
+    out += "  symbol s" + std::to_string(s) + " in [" + std::to_string(r.min) + ", " + max + "]\n";
+  }
+  int next = static_cast<int>(g.inputs().size());
+  for (const Node* n : g.nodes()) {
+    if (n->op == Op::Input) continue;
+    names[n] = next++;
+    out += "  " + name(n) + " = " + std::string(n->info().name) + "(";
+    for (size_t i = 0; i < n->inputs.size(); ++i) out += (i ? ", " : "") + name(n->inputs[i]);
+    out += ")";
+    if (!n->attrs.empty()) {
+      out += " {";
+      bool first = true;
+      for (const auto& [key, value] : n->attrs) {
+        out += (first ? "" : ", ") + key + "=" + attr_str(value);
+        first = false;
+      }
+      out += "}";
+    }
+    out += " : " + n->type.str() + "\n";
+  }
+  out += "  return";
+  for (size_t i = 0; i < g.outputs().size(); ++i) out += (i ? ", " : " ") + name(g.outputs()[i]);
+  return out + "\n}\n";
+}
+
+uint64_t structural_hash(const Graph& g) {
+  auto digest = sha256(print(g));
+  uint64_t h = 0;
+  for (int i = 0; i < 8; ++i) h = (h << 8) | digest[i];
+  return h;
+}
+
+}  // namespace ember

@@ -1,0 +1,249 @@
+#include "ir/symbolic.h"
+
+#include <algorithm>
+#include <cctype>
+#include <sstream>
+
+#include "ir/error.h"
+
+namespace ember {
+
+namespace {
+
+// Wrapping arithmetic: shapes never overflow in practice, but the IR must not have UB.
+int64_t wrap_add(int64_t a, int64_t b) {
+  return static_cast<int64_t>(static_cast<uint64_t>(a) + static_cast<uint64_t>(b));
+}
+int64_t wrap_mul(int64_t a, int64_t b) {
+  return static_cast<int64_t>(static_cast<uint64_t>(a) * static_cast<uint64_t>(b));
+}
+
+}  // namespace
+
+Dim::Dim(int64_t value) {
+  if (value != 0) terms_[{}] = value;
+}
+
+Dim Dim::symbol(int id) {
+  Dim d;
+  d.terms_[{id}] = 1;
+  return d;
+}
+
+bool Dim::is_static() const {
+  return terms_.empty() || (terms_.size() == 1 && terms_.begin()->first.empty());
+}
+
+int64_t Dim::value() const {
+  EMBER_CHECK(is_static(), "dim ", str(), " is symbolic");
+  return terms_.empty() ? 0 : terms_.begin()->second;
+}
+
+int Dim::as_symbol() const {
+  if (terms_.size() != 1) return -1;
+  const auto& [mono, coeff] = *terms_.begin();
+  return (mono.size() == 1 && coeff == 1) ? mono[0] : -1;
+}
+
+std::vector<int> Dim::symbols() const {
+  std::vector<int> out;
+  for (const auto& [mono, coeff] : terms_) out.insert(out.end(), mono.begin(), mono.end());
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
+int64_t Dim::evaluate(const SymbolValues& values) const {
+  int64_t total = 0;
+  for (const auto& [mono, coeff] : terms_) {
+    int64_t term = coeff;
+    for (int s : mono) {
+      EMBER_CHECK(s >= 0 && static_cast<size_t>(s) < values.size(), "symbol s", s, " is unbound");
+      term = wrap_mul(term, values[s]);
+    }
+    total = wrap_add(total, term);
+  }
+  return total;
+}
+
+Dim Dim::operator+(const Dim& o) const {
+  Dim r = *this;
+  for (const auto& [mono, coeff] : o.terms_) {
+    int64_t c = wrap_add(r.terms_[mono], coeff);
+    if (c == 0) r.terms_.erase(mono); else r.terms_[mono] = c;
+  }
+  return r;
+}
+
+Dim Dim::operator-(const Dim& o) const { return *this + o * Dim(-1); }
+
+Dim Dim::operator*(const Dim& o) const {
+  Dim r;
+  for (const auto& [m1, c1] : terms_) {
+    for (const auto& [m2, c2] : o.terms_) {
+      std::vector<int> mono = m1;
+      mono.insert(mono.end(), m2.begin(), m2.end());
+      std::sort(mono.begin(), mono.end());
+      int64_t c = wrap_add(r.terms_[mono], wrap_mul(c1, c2));
+      if (c == 0) r.terms_.erase(mono); else r.terms_[mono] = c;
+    }
+  }
+  return r;
+}
+
+Dim Dim::exact_div(const Dim& o) const {
+  if (o.is_static()) {
+    int64_t d = o.value();
+    if (d == 0) throw Error(ErrorKind::Value, "division of a dim by zero");
+    Dim r;
+    for (const auto& [mono, coeff] : terms_) {
+      if (coeff % d != 0)
+        throw SymbolicShapeError(detail::concat(str(), " is not divisible by ", d));
+      r.terms_[mono] = coeff / d;
+    }
+    return r;
+  }
+  // Division by a monomial c*m: every term must contain m and have a coefficient divisible by c.
+  if (o.terms_.size() == 1) {
+    const auto& [dm, dc] = *o.terms_.begin();
+    Dim r;
+    for (const auto& [mono, coeff] : terms_) {
+      std::vector<int> rest;
+      if (!std::includes(mono.begin(), mono.end(), dm.begin(), dm.end()) || coeff % dc != 0)
+        throw SymbolicShapeError(detail::concat(str(), " is not divisible by ", o.str()));
+      std::set_difference(mono.begin(), mono.end(), dm.begin(), dm.end(), std::back_inserter(rest));
+      r.terms_[rest] = coeff / dc;
+    }
+    return r;
+  }
+  if (*this == o) return Dim(1);
+  throw SymbolicShapeError(detail::concat("cannot divide ", str(), " by ", o.str()));
+}
+
+Dim Dim::floor_div(int64_t d) const {
+  if (d <= 0) throw Error(ErrorKind::Value, detail::concat("floor division of a dim by ", d));
+  if (d == 1) return *this;
+  if (is_static()) {
+    int64_t v = value(), q = v / d;
+    if ((v % d != 0) && ((v < 0) != (d < 0))) --q;
+    return Dim(q);
+  }
+  throw SymbolicShapeError(detail::concat("floor division of symbolic dim ", str(), " by ", d));
+}
+
+std::string Dim::str() const {
+  if (terms_.empty()) return "0";
+  std::string out;
+  // Highest-degree terms first, the constant last: "2*s0*s1 + s0 + 3".
+  std::vector<std::pair<std::vector<int>, int64_t>> ordered(terms_.begin(), terms_.end());
+  std::stable_sort(ordered.begin(), ordered.end(),
+                   [](const auto& a, const auto& b) { return a.first.size() > b.first.size(); });
+  bool first = true;
+  for (const auto& [mono, coeff] : ordered) {
+    int64_t c = coeff;
+    if (!first) {
+      out += c < 0 ? " - " : " + ";
+      if (c < 0) c = -c;
+    }
+    first = false;
+    std::string term;
+    if (mono.empty() || c != 1) term = std::to_string(c);
+    if (c == -1 && !mono.empty()) term = "-";
+    for (size_t i = 0; i < mono.size(); ++i) {
+      if (!term.empty() && term != "-") term += "*";
+      term += "s" + std::to_string(mono[i]);
+    }
+    out += term;
+  }
+  return out;
+}
+
+std::string shape_str(const Shape& s) {
+  std::string out = "[";
+  for (size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + s[i].str();
+  return out + "]";
+}
+
+Dim numel(const Shape& s) {
+  Dim n(1);
+  for (const Dim& d : s) n = n * d;
+  return n;
+}
+
+bool is_static(const Shape& s) {
+  return std::all_of(s.begin(), s.end(), [](const Dim& d) { return d.is_static(); });
+}
+
+std::vector<int64_t> static_shape(const Shape& s) {
+  std::vector<int64_t> out;
+  for (const Dim& d : s) out.push_back(d.value());
+  return out;
+}
+
+Shape to_shape(const std::vector<int64_t>& dims) { return Shape(dims.begin(), dims.end()); }
+
+std::vector<int64_t> evaluate(const Shape& s, const SymbolValues& values) {
+  std::vector<int64_t> out;
+  for (const Dim& d : s) out.push_back(d.evaluate(values));
+  return out;
+}
+
+namespace {
+
+// Recursive descent over: dim := term (('+'|'-') term)*; term := factor ('*' factor)*;
+// factor := '-'? (integer | 's' integer | '(' dim ')').
+struct DimParser {
+  std::string_view text;
+  size_t pos = 0;
+
+  void skip() { while (pos < text.size() && std::isspace(static_cast<unsigned char>(text[pos]))) ++pos; }
+  [[noreturn]] void fail(const char* what) {
+    throw Error(ErrorKind::Value, detail::concat("malformed dim '", text, "': ", what));
+  }
+  int64_t integer() {
+    size_t start = pos;
+    while (pos < text.size() && std::isdigit(static_cast<unsigned char>(text[pos]))) ++pos;
+    if (start == pos) fail("expected a number");
+    return std::stoll(std::string(text.substr(start, pos - start)));
+  }
+  Dim factor() {
+    skip();
+    if (pos < text.size() && text[pos] == '-') { ++pos; return factor() * Dim(-1); }
+    if (pos < text.size() && text[pos] == '(') {
+      ++pos;
+      Dim d = dim();
+      skip();
+      if (pos >= text.size() || text[pos] != ')') fail("expected ')'");
+      ++pos;
+      return d;
+    }
+    if (pos < text.size() && text[pos] == 's') { ++pos; return Dim::symbol(static_cast<int>(integer())); }
+    return Dim(integer());
+  }
+  Dim term() {
+    Dim d = factor();
+    for (skip(); pos < text.size() && text[pos] == '*'; skip()) { ++pos; d = d * factor(); }
+    return d;
+  }
+  Dim dim() {
+    Dim d = term();
+    for (skip(); pos < text.size() && (text[pos] == '+' || text[pos] == '-'); skip()) {
+      char op = text[pos++];
+      Dim t = term();
+      d = op == '+' ? d + t : d - t;
+    }
+    return d;
+  }
+};
+
+}  // namespace
+
+Dim parse_dim(std::string_view text) {
+  DimParser p{text};
+  Dim d = p.dim();
+  p.skip();
+  if (p.pos != text.size()) p.fail("unexpected trailing text");
+  return d;
+}
+
+}  // namespace ember

@@ -1,0 +1,22 @@
+// reduce-overhead: the default pipeline, then a static memory plan and pre-bound launches; on
+// CUDA the executable is captured as a CUDA graph (the runtime pieces come with the codegen
+// issues; the setting is read from here).
+#include "modes/mode.h"
+
+namespace ember {
+
+ModeConfig reduce_overhead_mode() {
+  ModeConfig m;
+  m.name = "reduce-overhead";
+  m.passes = {
+      "constant-fold",
+      "simplify",
+      "cse",
+      "dce",
+  };
+  m.static_memory_plan = true;
+  m.cuda_graphs = true;
+  return m;
+}
+
+}  // namespace ember

@@ -1,0 +1,133 @@
+#include "runtime/array.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <new>
+#include <sstream>
+
+#include "ir/error.h"
+#include "runtime/element.h"
+
+namespace ember {
+
+Storage::Storage(size_t n) : nbytes(n) {
+  // Round up so aligned_alloc accepts the size; never allocate 0 bytes.
+  size_t rounded = ((n + 63) / 64) * 64;
+  data = std::aligned_alloc(64, rounded == 0 ? 64 : rounded);
+  if (!data) throw std::bad_alloc();
+}
+
+Storage::~Storage() { std::free(data); }
+
+std::vector<int64_t> Array::contiguous_strides(const std::vector<int64_t>& shape) {
+  std::vector<int64_t> strides(shape.size());
+  int64_t s = 1;
+  for (size_t i = shape.size(); i-- > 0;) {
+    strides[i] = s;
+    s *= std::max<int64_t>(shape[i], 1);
+  }
+  return strides;
+}
+
+Array Array::empty(DType dtype, std::vector<int64_t> shape) {
+  int64_t n = 1;
+  for (int64_t d : shape) {
+    if (d < 0) EMBER_THROW(Value, "[empty] negative dim ", d);
+    if (d != 0 && n > (int64_t{1} << 50) / d)
+      EMBER_THROW(Value, "[empty] shape is too large to allocate (", n, " * ", d, " elements)");
+    n *= d;
+  }
+  auto storage = std::make_shared<Storage>(static_cast<size_t>(n) * itemsize(dtype));
+  auto strides = contiguous_strides(shape);
+  return Array(dtype, std::move(shape), std::move(strides), 0, std::move(storage));
+}
+
+Array Array::zeros(DType dtype, std::vector<int64_t> shape) {
+  Array a = empty(dtype, std::move(shape));
+  std::memset(a.data(), 0, a.storage()->nbytes);
+  return a;
+}
+
+Array::Array(DType dtype, std::vector<int64_t> shape, std::vector<int64_t> strides, int64_t offset,
+             std::shared_ptr<Storage> storage)
+    : dtype_(dtype), shape_(std::move(shape)), strides_(std::move(strides)), offset_(offset),
+      storage_(std::move(storage)) {
+  EMBER_CHECK(shape_.size() == strides_.size(), "shape and strides differ in rank");
+}
+
+int64_t Array::numel() const {
+  int64_t n = 1;
+  for (int64_t d : shape_) n *= d;
+  return n;
+}
+
+bool Array::is_contiguous() const {
+  int64_t expected = 1;
+  for (size_t i = shape_.size(); i-- > 0;) {
+    if (shape_[i] == 1) continue;
+    if (shape_[i] == 0) return true;
+    if (strides_[i] != expected) return false;
+    expected *= shape_[i];
+  }
+  return true;
+}
+
+void* Array::data() const {
+  EMBER_CHECK(storage_ != nullptr, "undefined array");
+  return static_cast<char*>(storage_->data) + offset_ * static_cast<int64_t>(itemsize(dtype_));
+}
+
+Array Array::view(std::vector<int64_t> shape, std::vector<int64_t> strides, int64_t offset) const {
+  return Array(dtype_, std::move(shape), std::move(strides), offset, storage_);
+}
+
+int64_t strided_offset(int64_t linear, const std::vector<int64_t>& shape, const std::vector<int64_t>& strides) {
+  int64_t off = 0;
+  for (size_t i = shape.size(); i-- > 0;) {
+    if (shape[i] == 0) return 0;
+    off += (linear % shape[i]) * strides[i];
+    linear /= shape[i];
+  }
+  return off;
+}
+
+Array Array::contiguous() const {
+  if (is_contiguous()) return *this;
+  Array out = empty(dtype_, shape_);
+  size_t size = itemsize(dtype_);
+  const char* base = static_cast<const char*>(storage_->data);
+  char* dst = static_cast<char*>(out.data());
+  int64_t n = numel();
+  for (int64_t i = 0; i < n; ++i)
+    std::memcpy(dst + i * size, base + (offset_ + strided_offset(i, shape_, strides_)) * size, size);
+  return out;
+}
+
+double Array::get(int64_t i) const {
+  const char* base = static_cast<const char*>(storage_->data);
+  return element::load<double>(base + (offset_ + strided_offset(i, shape_, strides_)) * itemsize(dtype_), dtype_);
+}
+
+int64_t Array::get_int(int64_t i) const {
+  const char* base = static_cast<const char*>(storage_->data);
+  return element::load<int64_t>(base + (offset_ + strided_offset(i, shape_, strides_)) * itemsize(dtype_), dtype_);
+}
+
+std::string Array::str(int64_t max_elements) const {
+  std::ostringstream out;
+  out << dtype_name(dtype_) << "[";
+  for (size_t i = 0; i < shape_.size(); ++i) out << (i ? ", " : "") << shape_[i];
+  out << "] [";
+  int64_t n = numel();
+  for (int64_t i = 0; i < n && i < max_elements; ++i) {
+    if (i) out << ", ";
+    if (is_floating(dtype_)) out << get(i);
+    else if (dtype_ == DType::Bool) out << (get_int(i) ? "true" : "false");
+    else out << get_int(i);
+  }
+  if (n > max_elements) out << ", ...";
+  out << "]";
+  return out.str();
+}
+
+}  // namespace ember

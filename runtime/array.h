@@ -1,0 +1,72 @@
+// An eager value on the CPU: a strided view of a shared storage. Views (reshape, permute, slice,
+// expand, ...) share storage with their source; nothing in ember mutates an array after it has
+// been produced, so sharing is never observable.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ir/dtype.h"
+
+namespace ember {
+
+struct Storage {
+  explicit Storage(size_t nbytes);
+  ~Storage();
+  Storage(const Storage&) = delete;
+  Storage& operator=(const Storage&) = delete;
+  void* data = nullptr;
+  size_t nbytes = 0;
+};
+
+class Array {
+ public:
+  Array() = default;
+  // A new contiguous array (64-byte aligned, uninitialised).
+  static Array empty(DType dtype, std::vector<int64_t> shape);
+  static Array zeros(DType dtype, std::vector<int64_t> shape);
+  static std::vector<int64_t> contiguous_strides(const std::vector<int64_t>& shape);
+
+  // A view of `storage` with explicit strides and offset (in elements).
+  Array(DType dtype, std::vector<int64_t> shape, std::vector<int64_t> strides, int64_t offset,
+        std::shared_ptr<Storage> storage);
+
+  DType dtype() const { return dtype_; }
+  const std::vector<int64_t>& shape() const { return shape_; }
+  const std::vector<int64_t>& strides() const { return strides_; }
+  int64_t offset() const { return offset_; }
+  int64_t rank() const { return static_cast<int64_t>(shape_.size()); }
+  int64_t numel() const;
+  bool defined() const { return storage_ != nullptr; }
+  bool is_contiguous() const;
+  const std::shared_ptr<Storage>& storage() const { return storage_; }
+
+  // Address of the first element (storage base + offset).
+  void* data() const;
+  template <class T>
+  T* data_as() const { return static_cast<T*>(data()); }
+
+  // A view with new shape/strides over the same storage and offset.
+  Array view(std::vector<int64_t> shape, std::vector<int64_t> strides, int64_t offset) const;
+  // This array if contiguous, else a contiguous copy.
+  Array contiguous() const;
+  // Element i in row-major order, converted to double (tests and printing).
+  double get(int64_t i) const;
+  // Element i in row-major order as int64 (exact for integer dtypes).
+  int64_t get_int(int64_t i) const;
+
+  std::string str(int64_t max_elements = 16) const;  // "f32[2, 2] [1, 2, 3, 4]"
+
+ private:
+  DType dtype_ = DType::Float32;
+  std::vector<int64_t> shape_, strides_;
+  int64_t offset_ = 0;
+  std::shared_ptr<Storage> storage_;
+};
+
+// Row-major linear index -> storage offset (in elements) under `strides`.
+int64_t strided_offset(int64_t linear, const std::vector<int64_t>& shape, const std::vector<int64_t>& strides);
+
+}  // namespace ember

@@ -1,0 +1,101 @@
+#include "runtime/config.h"
+
+#include <cstdlib>
+#include <fstream>
+#include <iostream>
+#include <mutex>
+#include <sstream>
+
+extern char** environ;
+
+namespace ember::config {
+
+namespace {
+
+std::mutex& output_mutex() {
+  static std::mutex m;
+  return m;
+}
+
+bool in_list(const std::string& list, const std::string& item) {
+  std::stringstream ss(list);
+  std::string entry;
+  while (std::getline(ss, entry, ','))
+    if (entry == item || entry == "all") return true;
+  return false;
+}
+
+void check_unknown_once() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    for (char** e = environ; e && *e; ++e) {
+      std::string var(*e);
+      if (var.rfind("EMBER_", 0) != 0) continue;
+      std::string name = var.substr(0, var.find('='));
+      bool known = false;
+      for (const Setting& s : settings()) known = known || name == s.name;
+      if (!known) {
+        std::string valid;
+        for (const Setting& s : settings()) valid += std::string(valid.empty() ? "" : ", ") + s.name;
+        warn("unknown setting " + name + " is ignored (valid: " + valid + ")");
+      }
+    }
+  });
+}
+
+}  // namespace
+
+const std::vector<Setting>& settings() {
+  static const std::vector<Setting> table = {
+      {"EMBER_LOG", "comma list of: graph_breaks, recompiles, guards, passes, compile (or all)"},
+      {"EMBER_DUMP_AFTER", "a pass name or all: print the IR after it, or (unchanged)"},
+      {"EMBER_DUMP_DIR", "directory for dumps (default: stderr)"},
+      {"EMBER_DISABLE_PASSES", "comma list of passes to skip"},
+      {"EMBER_VERIFY", "1 to run the verifier between passes (default on in debug builds), 0 to skip"},
+      {"EMBER_CACHE_DIR", "on-disk cache directory (default ~/.cache/ember)"},
+  };
+  return table;
+}
+
+std::string get(const char* name) {
+  check_unknown_once();
+  const char* v = std::getenv(name);
+  return v ? v : "";
+}
+
+bool log_enabled(const std::string& topic) { return in_list(get("EMBER_LOG"), topic); }
+bool pass_disabled(const std::string& pass) { return in_list(get("EMBER_DISABLE_PASSES"), pass); }
+bool dump_after(const std::string& pass) { return in_list(get("EMBER_DUMP_AFTER"), pass); }
+
+bool verify_enabled() {
+  std::string v = get("EMBER_VERIFY");
+  if (!v.empty()) return v != "0";
+#ifdef NDEBUG
+  return false;
+#else
+  return true;
+#endif
+}
+
+void log(const std::string& topic, const std::string& message) {
+  std::lock_guard<std::mutex> lock(output_mutex());
+  std::cerr << "[ember:" << topic << "] " << message << "\n";
+}
+
+void warn(const std::string& message) {
+  std::lock_guard<std::mutex> lock(output_mutex());
+  std::cerr << "[ember] warning: " << message << "\n";
+}
+
+void dump(const std::string& name, const std::string& text) {
+  std::string dir = get("EMBER_DUMP_DIR");
+  if (!dir.empty()) {
+    std::ofstream out(dir + "/" + name);
+    if (out << text) return;
+    warn("could not write dump " + dir + "/" + name + "; printing it instead");
+  }
+  std::lock_guard<std::mutex> lock(output_mutex());
+  std::cerr << "// ---- " << name << "\n" << text;
+}
+
+}  // namespace ember::config

@@ -1,0 +1,73 @@
+// Helpers shared by the kernel families: broadcasting, copies with conversion, GEMM.
+#include <cblas.h>
+
+#include <cstring>
+
+#include "runtime/kernels/kernel.h"
+
+namespace ember::kernels {
+
+std::vector<int64_t> broadcast_strides(const Array& a, const std::vector<int64_t>& shape) {
+  std::vector<int64_t> strides(shape.size(), 0);
+  size_t lead = shape.size() - a.shape().size();
+  for (size_t i = 0; i < a.shape().size(); ++i)
+    strides[lead + i] = a.shape()[i] == 1 ? 0 : a.strides()[i];
+  return strides;
+}
+
+void copy_into(const Array& src, const Array& dst) {
+  EMBER_CHECK(src.shape() == dst.shape(), "copy between different shapes");
+  DType from = src.dtype(), to = dst.dtype();
+  size_t size = itemsize(from);
+  std::array<std::vector<int64_t>, 2> strides{src.strides(), dst.strides()};
+  if (from == to) {
+    for_each_row<2>(src.shape(), strides, [&](auto off, int64_t n, auto inner) {
+      char* s = byte_ptr(src, off[0]);
+      char* d = byte_ptr(dst, off[1]);
+      if (inner[0] == 1 && inner[1] == 1) { std::memcpy(d, s, n * size); return; }
+      for (int64_t j = 0; j < n; ++j) std::memcpy(d + j * inner[1] * size, s + j * inner[0] * size, size);
+    });
+    return;
+  }
+  ComputeType ct = compute_type(from) == ComputeType::Int64 ? ComputeType::Int64 : ComputeType::Float64;
+  size_t dsize = itemsize(to);
+  for_each_row<2>(src.shape(), strides, [&](auto off, int64_t n, auto inner) {
+    char* s = byte_ptr(src, off[0]);
+    char* d = byte_ptr(dst, off[1]);
+    for (int64_t j = 0; j < n; ++j) {
+      const void* sp = s + j * inner[0] * size;
+      void* dp = d + j * inner[1] * dsize;
+      if (ct == ComputeType::Int64) element::store(dp, to, element::load<int64_t>(sp, from));
+      else element::store(dp, to, element::load<double>(sp, from));
+    }
+  });
+}
+
+Array to_contiguous(const Array& a, DType dtype) {
+  if (a.dtype() == dtype && a.is_contiguous()) return a;
+  Array out = Array::empty(dtype, a.shape());
+  copy_into(a, out);
+  return out;
+}
+
+void gemm(const float* a, const float* b, float* c, int64_t m, int64_t n, int64_t k, bool trans_b, float beta) {
+  if (m == 0 || n == 0) return;
+  if (k == 0) {
+    if (beta == 0.0f) std::memset(c, 0, sizeof(float) * m * n);
+    return;
+  }
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans, m, n, k, 1.0f, a, k, b,
+              trans_b ? k : n, beta, c, n);
+}
+
+void gemm(const double* a, const double* b, double* c, int64_t m, int64_t n, int64_t k, bool trans_b, double beta) {
+  if (m == 0 || n == 0) return;
+  if (k == 0) {
+    if (beta == 0.0) std::memset(c, 0, sizeof(double) * m * n);
+    return;
+  }
+  cblas_dgemm(CblasRowMajor, CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans, m, n, k, 1.0, a, k, b,
+              trans_b ? k : n, beta, c, n);
+}
+
+}  // namespace ember::kernels

@@ -1,0 +1,175 @@
+// Composite ops run directly: softmax, log_softmax, the norms (in double) and attention (GEMMs
+// through OpenBLAS around a row softmax).
+#include <cmath>
+#include <limits>
+
+#include "runtime/kernels/kernel.h"
+
+namespace ember::kernels {
+
+namespace {
+
+// The input as a contiguous double buffer viewed as [outer, n, inner] around `axis`.
+struct Rows {
+  Array data;
+  int64_t outer = 1, n = 1, inner = 1;
+};
+
+Rows around_axis(const Array& x, int64_t axis) {
+  Rows r{to_contiguous(x, DType::Float64)};
+  for (int64_t d = 0; d < x.rank(); ++d) {
+    if (d < axis) r.outer *= x.shape()[d];
+    else if (d == axis) r.n = x.shape()[d];
+    else r.inner *= x.shape()[d];
+  }
+  return r;
+}
+
+Array from_double(const Array& d, DType dtype, const std::vector<int64_t>& shape) {
+  return to_contiguous(d.view(shape, Array::contiguous_strides(shape), 0), dtype);
+}
+
+Array softmax(const Call& call) {
+  const Array& x = call.inputs[0];
+  int64_t axis = x.rank() == 0 ? 0 : normalize_axis("softmax", attr_int(call.attrs, "axis"), x.rank());
+  Rows r = around_axis(x, axis);
+  double* p = r.data.data_as<double>();
+  Array result = Array::empty(DType::Float64, x.shape());
+  double* q = result.data_as<double>();
+  bool log = call.op == Op::LogSoftmax;
+  for (int64_t o = 0; o < r.outer; ++o)
+    for (int64_t i = 0; i < r.inner; ++i) {
+      auto at = [&](int64_t j) { return (o * r.n + j) * r.inner + i; };
+      double m = -std::numeric_limits<double>::infinity();
+      for (int64_t j = 0; j < r.n; ++j) m = std::isnan(p[at(j)]) || p[at(j)] > m ? p[at(j)] : m;
+      if (std::isinf(m) && m < 0) m = 0;  // all -inf: exp gives 0s and the result NaN, as PyTorch
+      double s = 0;
+      for (int64_t j = 0; j < r.n; ++j) s += std::exp(p[at(j)] - m);
+      for (int64_t j = 0; j < r.n; ++j)
+        q[at(j)] = log ? p[at(j)] - m - std::log(s) : std::exp(p[at(j)] - m) / s;
+    }
+  return from_double(result, call.dtype, call.shape);
+}
+
+Array norm(const Call& call) {
+  const Array& x = call.inputs[0];
+  int64_t ndim = attr_int(call.attrs, "ndim");
+  double eps = attr_float(call.attrs, "eps");
+  Array xd = to_contiguous(x, DType::Float64);
+  int64_t size = 1;
+  for (int64_t d = x.rank() - ndim; d < x.rank(); ++d) size *= x.shape()[d];
+  int64_t rows = size == 0 ? 0 : x.numel() / size;
+  Array w = to_contiguous(call.inputs[1], DType::Float64);
+  bool layer = call.op == Op::LayerNorm;
+  Array b = layer ? to_contiguous(call.inputs[2], DType::Float64) : Array();
+  Array result = Array::empty(DType::Float64, x.shape());
+  const double* p = xd.data_as<double>();
+  double* q = result.data_as<double>();
+  for (int64_t r = 0; r < rows; ++r) {
+    const double* row = p + r * size;
+    double mean = 0, ss = 0;
+    if (layer) {
+      for (int64_t j = 0; j < size; ++j) mean += row[j];
+      mean /= static_cast<double>(size);
+    }
+    for (int64_t j = 0; j < size; ++j) ss += (row[j] - mean) * (row[j] - mean);
+    double inv = 1.0 / std::sqrt(ss / static_cast<double>(size) + eps);
+    for (int64_t j = 0; j < size; ++j) {
+      double v = (row[j] - mean) * inv * w.data_as<double>()[j];
+      q[r * size + j] = layer ? v + b.data_as<double>()[j] : v;
+    }
+  }
+  return from_double(result, call.dtype, call.shape);
+}
+
+Array batch_norm(const Call& call) {
+  const Array& x = call.inputs[0];
+  Array xd = to_contiguous(x, DType::Float64);
+  Array p[4];
+  for (int i = 0; i < 4; ++i) p[i] = to_contiguous(call.inputs[i + 1], DType::Float64);
+  const double *mean = p[0].data_as<double>(), *var = p[1].data_as<double>(), *w = p[2].data_as<double>(),
+               *b = p[3].data_as<double>();
+  double eps = attr_float(call.attrs, "eps");
+  int64_t N = x.shape()[0], C = x.shape()[1], inner = 1;
+  for (int64_t d = 2; d < x.rank(); ++d) inner *= x.shape()[d];
+  double* q = xd.data_as<double>();
+  Array result = Array::empty(DType::Float64, x.shape());
+  double* out = result.data_as<double>();
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t c = 0; c < C; ++c) {
+      double scale = w[c] / std::sqrt(var[c] + eps);
+      for (int64_t i = 0; i < inner; ++i) {
+        int64_t at = (n * C + c) * inner + i;
+        out[at] = (q[at] - mean[c]) * scale + b[c];
+      }
+    }
+  return from_double(result, call.dtype, call.shape);
+}
+
+template <class T>
+Array attention_typed(const Call& call) {
+  DType gt = call.dtype == DType::Float64 ? DType::Float64 : DType::Float32;
+  const Array &q0 = call.inputs[0], &k0 = call.inputs[1], &v0 = call.inputs[2];
+  int64_t r = q0.rank(), L = q0.shape()[r - 2], E = q0.shape()[r - 1], S = k0.shape()[r - 2], Ev = v0.shape()[r - 1];
+  std::vector<int64_t> batch(call.shape.begin(), call.shape.end() - 2);
+  auto expanded = [&](const Array& a, int64_t rows, int64_t cols) {
+    std::vector<int64_t> shape = batch;
+    shape.push_back(rows);
+    shape.push_back(cols);
+    return to_contiguous(a.view(shape, broadcast_strides(a, shape), a.offset()), gt);
+  };
+  Array q = expanded(q0, L, E), k = expanded(k0, S, E), v = expanded(v0, S, Ev);
+  Array mask;
+  bool bool_mask = false;
+  if (call.inputs.size() == 4) {
+    bool_mask = call.inputs[3].dtype() == DType::Bool;
+    mask = expanded(call.inputs[3], L, S);  // bool masks become 0/1 in the GEMM type
+  }
+  bool causal = attr_bool(call.attrs, "causal");
+  double scale = attr_float(call.attrs, "scale");
+  if (scale == 0) scale = 1.0 / std::sqrt(static_cast<double>(E));
+  int64_t count = 1;
+  for (int64_t d : batch) count *= d;
+  Array out = Array::empty(gt, call.shape);
+  std::vector<T> scores(static_cast<size_t>(L * S));
+  for (int64_t bi = 0; bi < count; ++bi) {
+    gemm(q.data_as<T>() + bi * L * E, k.data_as<T>() + bi * S * E, scores.data(), L, S, E, true);
+    for (int64_t i = 0; i < L; ++i) {
+      T* row = scores.data() + i * S;
+      double m = -std::numeric_limits<double>::infinity();
+      for (int64_t j = 0; j < S; ++j) {
+        double s = row[j] * scale;
+        if (mask.defined()) {
+          T mv = mask.data_as<T>()[(bi * L + i) * S + j];
+          if (bool_mask) s = mv != T(0) ? s : -std::numeric_limits<double>::infinity();
+          else s += mv;
+        }
+        if (causal && j > i) s = -std::numeric_limits<double>::infinity();
+        row[j] = static_cast<T>(s);
+        m = std::max(m, s);
+      }
+      double sum = 0;
+      for (int64_t j = 0; j < S; ++j) sum += std::exp(row[j] - m);
+      for (int64_t j = 0; j < S; ++j) row[j] = static_cast<T>(std::exp(row[j] - m) / sum);  // NaN if all masked
+    }
+    gemm(scores.data(), v.data_as<T>() + bi * S * Ev, out.data_as<T>() + bi * L * Ev, L, Ev, S, false);
+  }
+  return to_contiguous(out, call.dtype);
+}
+
+Array attention(const Call& call) {
+  return call.dtype == DType::Float64 ? attention_typed<double>(call) : attention_typed<float>(call);
+}
+
+}  // namespace
+
+void register_composites(KernelTable& t) {
+  t[static_cast<size_t>(Op::Softmax)] = softmax;
+  t[static_cast<size_t>(Op::LogSoftmax)] = softmax;
+  t[static_cast<size_t>(Op::LayerNorm)] = norm;
+  t[static_cast<size_t>(Op::RmsNorm)] = norm;
+  t[static_cast<size_t>(Op::BatchNorm)] = batch_norm;
+  t[static_cast<size_t>(Op::ScaledDotProductAttention)] = attention;
+}
+
+}  // namespace ember::kernels

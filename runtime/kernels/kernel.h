@@ -1,0 +1,79 @@
+// Internal to the interpreter: the kernel table and the helpers the kernel families share.
+#pragma once
+
+#include <array>
+#include <functional>
+#include <span>
+#include <vector>
+
+#include "ir/error.h"
+#include "ir/op.h"
+#include "runtime/array.h"
+#include "runtime/element.h"
+
+namespace ember::kernels {
+
+struct Call {
+  Op op;
+  const Attrs& attrs;
+  std::span<const Array> inputs;
+  DType dtype;                  // output dtype
+  std::vector<int64_t> shape;   // output shape, evaluated
+  const SymbolValues& symbols;
+};
+
+using Kernel = Array (*)(const Call& call);
+using KernelTable = std::array<Kernel, kNumOps>;
+
+void register_elementwise(KernelTable& t);
+void register_reductions(KernelTable& t);
+void register_contractions(KernelTable& t);
+void register_movement(KernelTable& t);
+void register_composites(KernelTable& t);
+void register_creation(KernelTable& t);
+
+// Strides (in elements) of `a` broadcast to `shape` (0 along broadcast dims).
+std::vector<int64_t> broadcast_strides(const Array& a, const std::vector<int64_t>& shape);
+
+// Calls body(offsets, n, inner_strides) once per row of `shape` (all dims but the last), with
+// each operand's element offset of the row start. Works for rank 0 (one row of one element).
+template <size_t K, class F>
+void for_each_row(const std::vector<int64_t>& shape, const std::array<std::vector<int64_t>, K>& strides, F&& body) {
+  for (int64_t d : shape)
+    if (d == 0) return;
+  size_t rank = shape.size();
+  std::array<int64_t, K> offsets{}, inner{};
+  int64_t n = rank ? shape[rank - 1] : 1;
+  for (size_t k = 0; k < K; ++k) inner[k] = rank ? strides[k][rank - 1] : 0;
+  if (rank <= 1) { body(offsets, n, inner); return; }
+  std::vector<int64_t> index(rank - 1, 0);
+  while (true) {
+    body(offsets, n, inner);
+    int64_t d = static_cast<int64_t>(rank) - 2;
+    for (; d >= 0; --d) {
+      ++index[d];
+      for (size_t k = 0; k < K; ++k) offsets[k] += strides[k][d];
+      if (index[d] < shape[d]) break;
+      for (size_t k = 0; k < K; ++k) offsets[k] -= strides[k][d] * shape[d];
+      index[d] = 0;
+    }
+    if (d < 0) return;
+  }
+}
+
+inline char* byte_ptr(const Array& a, int64_t element_offset) {
+  return static_cast<char*>(a.data()) + element_offset * static_cast<int64_t>(itemsize(a.dtype()));
+}
+
+// Copies `src` (any layout, any dtype) into `dst` (same shape), converting the dtype.
+void copy_into(const Array& src, const Array& dst);
+// A contiguous copy of `a` converted to `dtype` (or `a` itself when nothing changes).
+Array to_contiguous(const Array& a, DType dtype);
+
+// C[m, n] = A[m, k] @ B[k, n] (row-major, contiguous), or B^T when trans_b; float or double.
+void gemm(const float* a, const float* b, float* c, int64_t m, int64_t n, int64_t k, bool trans_b,
+          float beta = 0.0f);
+void gemm(const double* a, const double* b, double* c, int64_t m, int64_t n, int64_t k, bool trans_b,
+          double beta = 0.0);
+
+}  // namespace ember::kernels

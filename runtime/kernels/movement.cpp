@@ -1,0 +1,220 @@
+// Views share storage (new shape, strides and offset); the other movement ops copy.
+#include <cstring>
+#include <limits>
+
+#include "runtime/kernels/kernel.h"
+
+namespace ember::kernels {
+
+namespace {
+
+Array view_as(const Array& x, std::vector<int64_t> shape, std::vector<int64_t> strides, int64_t offset) {
+  return x.view(std::move(shape), std::move(strides), offset);
+}
+
+// Strides for viewing `x` with `shape` without copying, if possible (PyTorch's computeStride:
+// walk chunks of dims that are contiguous with each other and split or merge within a chunk).
+bool reshape_strides(const Array& x, const std::vector<int64_t>& shape, std::vector<int64_t>& out) {
+  if (x.is_contiguous() || x.numel() == 0 || x.rank() == 0) {
+    out = Array::contiguous_strides(shape);
+    return true;
+  }
+  const auto &old_shape = x.shape(), &old_strides = x.strides();
+  out.assign(shape.size(), 0);
+  int64_t view_d = static_cast<int64_t>(shape.size()) - 1;
+  int64_t chunk_stride = old_strides.back(), tensor_numel = 1, view_numel = 1;
+  for (int64_t d = static_cast<int64_t>(old_shape.size()) - 1; d >= 0; --d) {
+    tensor_numel *= old_shape[d];
+    if (d == 0 || (old_shape[d - 1] != 1 && old_strides[d - 1] != tensor_numel * chunk_stride)) {
+      while (view_d >= 0 && (view_numel < tensor_numel || shape[view_d] == 1)) {
+        out[view_d] = view_numel * chunk_stride;
+        view_numel *= shape[view_d];
+        --view_d;
+      }
+      if (view_numel != tensor_numel) return false;
+      if (d > 0) {
+        chunk_stride = old_strides[d - 1];
+        tensor_numel = 1;
+        view_numel = 1;
+      }
+    }
+  }
+  return view_d == -1;
+}
+
+Array reshape(const Call& call) {
+  const Array& x = call.inputs[0];
+  std::vector<int64_t> strides;
+  if (reshape_strides(x, call.shape, strides)) return view_as(x, call.shape, strides, x.offset());
+  Array c = x.contiguous();
+  return view_as(c, call.shape, Array::contiguous_strides(call.shape), c.offset());
+}
+
+Array flatten(const Call& call) { return reshape(call); }
+
+Array permute_by(const Array& x, const std::vector<int64_t>& dims) {
+  std::vector<int64_t> shape, strides;
+  for (int64_t d : dims) {
+    shape.push_back(x.shape()[d]);
+    strides.push_back(x.strides()[d]);
+  }
+  return view_as(x, shape, strides, x.offset());
+}
+
+Array permute(const Call& call) {
+  const Array& x = call.inputs[0];
+  std::vector<int64_t> dims;
+  for (int64_t d : attr_ints(call.attrs, "dims")) dims.push_back(normalize_axis("permute", d, x.rank()));
+  return permute_by(x, dims);
+}
+
+Array transpose(const Call& call) {
+  const Array& x = call.inputs[0];
+  if (x.rank() == 0) return x;
+  std::vector<int64_t> dims(x.rank());
+  for (int64_t i = 0; i < x.rank(); ++i) dims[i] = i;
+  std::swap(dims[normalize_axis("transpose", attr_int(call.attrs, "dim0"), x.rank())],
+            dims[normalize_axis("transpose", attr_int(call.attrs, "dim1"), x.rank())]);
+  return permute_by(x, dims);
+}
+
+Array expand(const Call& call) {
+  const Array& x = call.inputs[0];
+  return view_as(x, call.shape, broadcast_strides(x, call.shape), x.offset());
+}
+
+Array slice(const Call& call) {
+  const Array& x = call.inputs[0];
+  int64_t axis = normalize_axis("slice", attr_int(call.attrs, "axis"), x.rank());
+  int64_t n = x.shape()[axis], start = attr_int(call.attrs, "start"), step = attr_int(call.attrs, "step");
+  if (start < 0) start += n;
+  start = std::clamp<int64_t>(start, 0, n);
+  std::vector<int64_t> strides = x.strides();
+  int64_t offset = x.offset() + (call.shape[axis] > 0 ? start * strides[axis] : 0);
+  strides[axis] *= step;
+  return view_as(x, call.shape, strides, offset);
+}
+
+// The slice of `out` along `axis` from `start` with `len` entries, as a view.
+Array narrow(const Array& out, int64_t axis, int64_t start, int64_t len) {
+  std::vector<int64_t> shape = out.shape();
+  shape[axis] = len;
+  return out.view(shape, out.strides(), out.offset() + start * out.strides()[axis]);
+}
+
+Array concat(const Call& call) {
+  Array out = Array::empty(call.dtype, call.shape);
+  int64_t axis = normalize_axis("concat", attr_int(call.attrs, "axis"), static_cast<int64_t>(call.shape.size()));
+  int64_t pos = 0;
+  for (const Array& in : call.inputs) {
+    int64_t len = call.op == Op::Stack ? 1 : in.shape()[axis];
+    Array dst = narrow(out, axis, pos, len);
+    if (call.op == Op::Stack) {  // view the slot as the input's shape
+      std::vector<int64_t> s = dst.strides();
+      s.erase(s.begin() + axis);
+      dst = out.view(in.shape(), s, dst.offset());
+    }
+    copy_into(in, dst);
+    pos += len;
+  }
+  return out;
+}
+
+Array pad(const Call& call) {
+  const Array& x = call.inputs[0];
+  Array out = Array::empty(call.dtype, call.shape);
+  double value = attr_float(call.attrs, "value");
+  int64_t n = out.numel();
+  size_t size = itemsize(out.dtype());
+  for (int64_t i = 0; i < n; ++i)
+    element::store<double>(static_cast<char*>(out.data()) + i * size, out.dtype(), value);
+  // Copy the overlap of input and output regions; negative pads crop.
+  const auto& pads = attr_ints(call.attrs, "pads");
+  Array src = x, dst = out;
+  for (size_t p = 0; p < pads.size() / 2; ++p) {
+    int64_t axis = x.rank() - 1 - static_cast<int64_t>(p);
+    int64_t before = pads[2 * p], after = pads[2 * p + 1];
+    int64_t src_start = std::max<int64_t>(0, -before), dst_start = std::max<int64_t>(0, before);
+    int64_t len = x.shape()[axis] - src_start - std::max<int64_t>(0, -after);
+    if (len <= 0) return out;
+    src = narrow(src, axis, src_start, len);
+    dst = narrow(dst, axis, dst_start, len);
+  }
+  copy_into(src, dst);
+  return out;
+}
+
+int64_t checked_index(const char* op, int64_t idx, int64_t size) {
+  if (idx < -size || idx >= size)
+    EMBER_THROW(Value, "[", op, "] index ", idx, " is out of range for a dim of size ", size);
+  return idx < 0 ? idx + size : idx;
+}
+
+Array index_select(const Call& call) {
+  const Array &x = call.inputs[0], &idx = call.inputs[1];
+  Array out = Array::empty(call.dtype, call.shape);
+  if (x.rank() == 0) { copy_into(x, out); return out; }
+  int64_t axis = normalize_axis("index_select", attr_int(call.attrs, "axis"), x.rank());
+  for (int64_t i = 0; i < idx.numel(); ++i) {
+    int64_t j = checked_index("index_select", idx.get_int(i), x.shape()[axis]);
+    copy_into(narrow(x, axis, j, 1), narrow(out, axis, i, 1));
+  }
+  return out;
+}
+
+Array gather(const Call& call) {
+  const Array &x = call.inputs[0], &idx = call.inputs[1];
+  Array out = Array::empty(call.dtype, call.shape);
+  int64_t axis = normalize_axis("gather", attr_int(call.attrs, "axis"), x.rank());
+  size_t size = itemsize(x.dtype());
+  int64_t n = idx.numel();
+  std::vector<int64_t> pos(idx.rank());
+  for (int64_t i = 0; i < n; ++i) {
+    int64_t rem = i, off = 0;
+    for (int64_t d = idx.rank() - 1; d >= 0; --d) {
+      pos[d] = rem % idx.shape()[d];
+      rem /= idx.shape()[d];
+    }
+    for (int64_t d = 0; d < idx.rank(); ++d) {
+      int64_t p = d == axis ? checked_index("gather", idx.get_int(i), x.shape()[d]) : pos[d];
+      off += p * x.strides()[d];
+    }
+    std::memcpy(static_cast<char*>(out.data()) + i * size, byte_ptr(x, off), size);
+  }
+  return out;
+}
+
+Array embedding(const Call& call) {
+  const Array &w = call.inputs[0], &idx = call.inputs[1];
+  Array out = Array::empty(call.dtype, call.shape);
+  int64_t dim = w.shape()[1];
+  std::vector<int64_t> row_shape{dim};
+  for (int64_t i = 0; i < idx.numel(); ++i) {
+    int64_t r = checked_index("embedding", idx.get_int(i), w.shape()[0]);
+    Array src = w.view(row_shape, {w.strides()[1]}, w.offset() + r * w.strides()[0]);
+    copy_into(src, out.view(row_shape, {1}, i * dim));
+  }
+  return out;
+}
+
+}  // namespace
+
+void register_movement(KernelTable& t) {
+  auto set = [&](Op op, Kernel k) { t[static_cast<size_t>(op)] = k; };
+  set(Op::Reshape, reshape);
+  set(Op::Flatten, flatten);
+  set(Op::Permute, permute);
+  set(Op::Transpose, transpose);
+  set(Op::Expand, expand);
+  set(Op::Slice, slice);
+  set(Op::Squeeze, reshape);  // dropping or adding size-1 dims is a reshape
+  set(Op::Unsqueeze, reshape);
+  set(Op::Concat, concat);
+  set(Op::Stack, concat);
+  set(Op::Pad, pad);
+  set(Op::IndexSelect, index_select);
+  set(Op::Gather, gather);
+  set(Op::Embedding, embedding);
+}
+
+}  // namespace ember::kernels

@@ -1,0 +1,153 @@
+// Reductions: for every kept index, walk the reduced elements in row-major order. Floats
+// accumulate in double, integers in wrapping int64.
+#include <cmath>
+#include <limits>
+
+#include "runtime/kernels/kernel.h"
+
+namespace ember::kernels {
+
+namespace {
+
+// The input split into kept dims (outer) and reduced dims (inner), with their strides.
+struct Split {
+  std::vector<int64_t> outer_shape, outer_strides, inner_shape, inner_strides;
+  int64_t inner_count = 1;
+};
+
+Split split_axes(const Array& x, const Attrs& attrs) {
+  std::vector<int64_t> axes = normalize_axes("reduce", attr_ints(attrs, "axes"), x.rank());
+  if (axes.empty())
+    for (int64_t i = 0; i < x.rank(); ++i) axes.push_back(i);
+  Split s;
+  for (int64_t i = 0; i < x.rank(); ++i) {
+    bool reduced = std::find(axes.begin(), axes.end(), i) != axes.end();
+    (reduced ? s.inner_shape : s.outer_shape).push_back(x.shape()[i]);
+    (reduced ? s.inner_strides : s.outer_strides).push_back(x.strides()[i]);
+    if (reduced) s.inner_count *= x.shape()[i];
+  }
+  return s;
+}
+
+template <class T>
+std::vector<T> gather_row(const Array& x, const Split& s, int64_t base) {
+  std::vector<T> row(s.inner_count);
+  const char* p = byte_ptr(x, base);
+  size_t size = itemsize(x.dtype());
+  for (int64_t j = 0; j < s.inner_count; ++j)
+    row[j] = element::load<T>(p + strided_offset(j, s.inner_shape, s.inner_strides) * static_cast<int64_t>(size), x.dtype());
+  return row;
+}
+
+double reduce_float(Op op, const std::vector<double>& v, const Attrs& attrs) {
+  size_t n = v.size();
+  switch (op) {
+    case Op::Sum: case Op::Mean: {
+      double s = 0;
+      for (double x : v) s += x;
+      return op == Op::Sum ? s : s / static_cast<double>(n);
+    }
+    case Op::Prod: {
+      double p = 1;
+      for (double x : v) p *= x;
+      return p;
+    }
+    case Op::Max: case Op::Min: {
+      double best = v[0];
+      for (double x : v) {
+        if (std::isnan(x)) return x;
+        if (op == Op::Max ? x > best : x < best) best = x;
+      }
+      return best;
+    }
+    case Op::ArgMax: case Op::ArgMin: {
+      size_t best = 0;
+      for (size_t i = 0; i < n; ++i) {
+        if (std::isnan(v[i])) return static_cast<double>(i);  // NaN counts as the extreme, as in PyTorch
+        if (op == Op::ArgMax ? v[i] > v[best] : v[i] < v[best]) best = i;
+      }
+      return static_cast<double>(best);
+    }
+    case Op::Var: case Op::Std: {
+      double mean = 0;
+      for (double x : v) mean += x;
+      mean /= static_cast<double>(n);
+      double ss = 0;
+      for (double x : v) ss += (x - mean) * (x - mean);
+      double denom = static_cast<double>(n) - attr_float(attrs, "correction");
+      double var = denom <= 0 ? std::numeric_limits<double>::quiet_NaN() : ss / denom;
+      if (n == 0) var = std::numeric_limits<double>::quiet_NaN();
+      return op == Op::Var ? var : std::sqrt(var);
+    }
+    case Op::LogSumExp: {
+      if (n == 0) return -std::numeric_limits<double>::infinity();
+      double m = -std::numeric_limits<double>::infinity();
+      for (double x : v) m = std::isnan(x) || x > m ? x : m;
+      if (std::isnan(m)) return m;
+      if (std::isinf(m)) return m;  // all -inf gives -inf; any +inf gives +inf
+      double s = 0;
+      for (double x : v) s += std::exp(x - m);
+      return m + std::log(s);
+    }
+    default: EMBER_CHECK(false, "not a reduction");
+  }
+  return 0;
+}
+
+int64_t reduce_int(Op op, const std::vector<int64_t>& v) {
+  switch (op) {
+    case Op::Sum: {
+      uint64_t s = 0;
+      for (int64_t x : v) s += static_cast<uint64_t>(x);
+      return static_cast<int64_t>(s);
+    }
+    case Op::Prod: {
+      uint64_t p = 1;
+      for (int64_t x : v) p *= static_cast<uint64_t>(x);
+      return static_cast<int64_t>(p);
+    }
+    case Op::Max: case Op::Min: {
+      int64_t best = v[0];
+      for (int64_t x : v) best = op == Op::Max ? std::max(best, x) : std::min(best, x);
+      return best;
+    }
+    case Op::ArgMax: case Op::ArgMin: {
+      size_t best = 0;
+      for (size_t i = 0; i < v.size(); ++i)
+        if (op == Op::ArgMax ? v[i] > v[best] : v[i] < v[best]) best = i;
+      return static_cast<int64_t>(best);
+    }
+    default: EMBER_CHECK(false, "not an integer reduction");
+  }
+  return 0;
+}
+
+Array reduce(const Call& call) {
+  const Array& x = call.inputs[0];
+  Split s = split_axes(x, call.attrs);
+  Array out = Array::empty(call.dtype, call.shape);
+  // Float-valued reductions of integers (mean, var, ...) compute in double like floats.
+  bool as_int = !is_floating(x.dtype()) &&
+                (call.op == Op::Sum || call.op == Op::Prod || call.op == Op::Max || call.op == Op::Min ||
+                 call.op == Op::ArgMax || call.op == Op::ArgMin);
+  int64_t outer = 1;
+  for (int64_t d : s.outer_shape) outer *= d;
+  size_t out_size = itemsize(out.dtype());
+  char* dst = static_cast<char*>(out.data());
+  for (int64_t i = 0; i < outer; ++i) {
+    int64_t base = strided_offset(i, s.outer_shape, s.outer_strides);
+    void* p = dst + i * out_size;
+    if (as_int) element::store<int64_t>(p, out.dtype(), reduce_int(call.op, gather_row<int64_t>(x, s, base)));
+    else element::store<double>(p, out.dtype(), reduce_float(call.op, gather_row<double>(x, s, base), call.attrs));
+  }
+  return out;
+}
+
+}  // namespace
+
+void register_reductions(KernelTable& t) {
+  for (int i = 0; i < kNumOps; ++i)
+    if (op_info(static_cast<Op>(i)).is_reduction()) t[i] = reduce;
+}
+
+}  // namespace ember::kernels
