@@ -373,8 +373,6 @@ std::vector<Tensor> CompiledCore::call(const std::vector<ArgValue>& args, const 
     std::lock_guard<std::mutex> lock(st.mutex);
     st.notes.push_back(std::string("specialised to static shapes: ") + e.what());
   }
-  for (Tensor& t : outputs)  // returned values leave the trace as plain eager tensors
-    if (t.impl() && t.impl()->value.defined()) t = Tensor(t.impl()->value);
 
   std::lock_guard<std::mutex> lock(st.mutex);
   if (entry) {

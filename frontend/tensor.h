@@ -49,11 +49,18 @@ using SymShape = std::vector<SymInt>;
 // with lower priority than tensors, as Python scalars do in PyTorch.
 class Scalar {
  public:
-  Scalar(double v) : f_(v), is_float_(true) {}                      // NOLINT
-  Scalar(float v) : Scalar(static_cast<double>(v)) {}               // NOLINT
-  Scalar(int64_t v) : i_(v), f_(static_cast<double>(v)) {}          // NOLINT
-  Scalar(int v) : Scalar(static_cast<int64_t>(v)) {}                // NOLINT
-  Scalar(bool v) : i_(v), f_(v), is_bool_(true) {}                  // NOLINT
+  Scalar(bool v) : i_(v), f_(v), is_bool_(true) {}  // NOLINT
+  template <class T>
+    requires(std::is_arithmetic_v<T> && !std::is_same_v<T, bool>)
+  Scalar(T v) {  // NOLINT: numbers convert implicitly
+    if constexpr (std::is_floating_point_v<T>) {
+      f_ = static_cast<double>(v);
+      is_float_ = true;
+    } else {
+      i_ = static_cast<int64_t>(v);
+      f_ = static_cast<double>(v);
+    }
+  }
   bool is_float() const { return is_float_; }
   bool is_bool() const { return is_bool_; }
   double to_double() const { return f_; }
