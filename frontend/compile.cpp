@@ -313,7 +313,12 @@ std::vector<Tensor> CompiledCore::call(const std::vector<ArgValue>& args, const 
     if (!marked.empty()) action = "recompiled with dynamic dims: " + marked;
   }
 
+  // Dims pinned to static sizes after a symbolic dim could not flow through an op; and, per
+  // symbol of the latest trace, the (input, dim) pairs it stands for.
+  std::set<std::pair<int, int>> pinned;
+  std::vector<std::vector<std::pair<int, int>>> symbol_dims;
   auto trace = [&](bool force_static) {
+    symbol_dims.clear();
     auto e = std::make_shared<Entry>();
     Report report;
     TraceContext ctx(st, st.options.fullgraph, report);
@@ -322,11 +327,15 @@ std::vector<Tensor> CompiledCore::call(const std::vector<ArgValue>& args, const 
       TensorType type{arrays[i].dtype(), {}};
       for (size_t d = 0; d < arrays[i].shape().size(); ++d) {
         int64_t size = arrays[i].shape()[d];
-        bool dynamic = !force_static && size >= 2 &&
+        bool dynamic = !force_static && size >= 2 && !pinned.count({int(i), int(d)}) &&
                        (st.options.dynamic.value_or(false) || st.dynamic_dims.count({int(i), int(d)}));
         if (!dynamic) { type.shape.push_back(Dim(size)); continue; }
         auto [it, fresh] = duck.emplace(size, -1);
-        if (fresh) it->second = ctx.add_symbol({}, size);
+        if (fresh) {
+          it->second = ctx.add_symbol({}, size);
+          symbol_dims.emplace_back();
+        }
+        symbol_dims[it->second].push_back({int(i), int(d)});
         type.shape.push_back(Dim::symbol(it->second));
       }
       e->guards.tensors.push_back({type.dtype, type.shape, arrays[i].is_contiguous()});
@@ -365,13 +374,26 @@ std::vector<Tensor> CompiledCore::call(const std::vector<ArgValue>& args, const 
   std::shared_ptr<Entry> fresh;
   Report report;
   std::vector<Tensor> outputs;
-  try {
-    std::tie(fresh, report, outputs) = trace(false);
-  } catch (const SymbolicShapeError& e) {
-    // A symbolic dim could not flow through some op: trace again with static shapes.
-    std::tie(fresh, report, outputs) = trace(true);
-    std::lock_guard<std::mutex> lock(st.mutex);
-    st.notes.push_back(std::string("specialised to static shapes: ") + e.what());
+  // A symbolic dim that cannot flow through an op (a weight's static size, a strided window) is
+  // pinned to its value and the trace runs again; after a few tries, every dim is static.
+  for (int attempt = 0;; ++attempt) {
+    try {
+      std::tie(fresh, report, outputs) = trace(attempt == 4);
+      break;
+    } catch (const SymbolicShapeError& e) {
+      if (attempt == 4) throw;
+      std::string pinned_now;
+      for (int s : e.symbols())
+        if (s >= 0 && static_cast<size_t>(s) < symbol_dims.size())
+          for (auto dim : symbol_dims[s])
+            if (pinned.insert(dim).second)
+              pinned_now += (pinned_now.empty() ? "" : ", ") + std::string("input ") + std::to_string(dim.first) +
+                            " dim " + std::to_string(dim.second);
+      if (pinned_now.empty()) attempt = 3;  // nothing to pin: the next try is fully static
+      std::lock_guard<std::mutex> lock(st.mutex);
+      st.notes.push_back((pinned_now.empty() ? std::string("specialised to static shapes")
+                                             : "specialised " + pinned_now + " to static") + ": " + e.what());
+    }
   }
 
   std::lock_guard<std::mutex> lock(st.mutex);

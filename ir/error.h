@@ -6,6 +6,7 @@
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 namespace ember {
 
@@ -26,7 +27,13 @@ class Error : public std::runtime_error {
 // non-exact division). The tracer catches it and specialises the trace to static shapes.
 class SymbolicShapeError : public Error {
  public:
-  explicit SymbolicShapeError(const std::string& message) : Error(ErrorKind::Value, message) {}
+  explicit SymbolicShapeError(const std::string& message, std::vector<int> symbols = {})
+      : Error(ErrorKind::Value, message), symbols_(std::move(symbols)) {}
+  // The symbols involved; specialising them to their values lets the trace go on.
+  const std::vector<int>& symbols() const { return symbols_; }
+
+ private:
+  std::vector<int> symbols_;
 };
 
 namespace detail {

@@ -134,10 +134,17 @@ Shape broadcast_shapes(std::string_view op, const Shape& a, const Shape& b) {
                   " cannot be broadcast (dim ", i, ": ", da.str(), " vs ", db.str(), ")");
     } else {
       throw SymbolicShapeError(detail::concat("[", op, "] cannot prove symbolic dims ", da.str(),
-                                              " and ", db.str(), " equal"));
+                                              " and ", db.str(), " equal"), (da + db).symbols());
     }
   }
   return out;
+}
+
+void require_equal_dims(std::string_view op, const Dim& a, const Dim& b, const std::string& what) {
+  if (a == b) return;
+  if (a.is_static() && b.is_static()) EMBER_THROW(Value, "[", op, "] ", what);
+  throw SymbolicShapeError(detail::concat("[", op, "] cannot prove ", a.str(), " == ", b.str(), " (", what, ")"),
+                           (a + b).symbols());
 }
 
 DType promoted_dtype(std::span<const TensorType> inputs) {

@@ -107,6 +107,9 @@ const Literal& attr_literal(const Attrs& a, const char* name);
 int64_t normalize_axis(std::string_view op, int64_t axis, int64_t rank);
 std::vector<int64_t> normalize_axes(std::string_view op, const std::vector<int64_t>& axes, int64_t rank);
 Shape broadcast_shapes(std::string_view op, const Shape& a, const Shape& b);
+// Requires a == b: a Value error naming `what` when both are static, else a SymbolicShapeError
+// carrying their symbols (the tracer specialises them and traces again).
+void require_equal_dims(std::string_view op, const Dim& a, const Dim& b, const std::string& what);
 // The dtype elementwise inputs are promoted to (bool for no inputs).
 DType promoted_dtype(std::span<const TensorType> inputs);
 

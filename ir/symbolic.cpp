@@ -98,7 +98,7 @@ Dim Dim::exact_div(const Dim& o) const {
     Dim r;
     for (const auto& [mono, coeff] : terms_) {
       if (coeff % d != 0)
-        throw SymbolicShapeError(detail::concat(str(), " is not divisible by ", d));
+        throw SymbolicShapeError(detail::concat(str(), " is not divisible by ", d), symbols());
       r.terms_[mono] = coeff / d;
     }
     return r;
@@ -110,14 +110,14 @@ Dim Dim::exact_div(const Dim& o) const {
     for (const auto& [mono, coeff] : terms_) {
       std::vector<int> rest;
       if (!std::includes(mono.begin(), mono.end(), dm.begin(), dm.end()) || coeff % dc != 0)
-        throw SymbolicShapeError(detail::concat(str(), " is not divisible by ", o.str()));
+        throw SymbolicShapeError(detail::concat(str(), " is not divisible by ", o.str()), (*this + o).symbols());
       std::set_difference(mono.begin(), mono.end(), dm.begin(), dm.end(), std::back_inserter(rest));
       r.terms_[rest] = coeff / dc;
     }
     return r;
   }
   if (*this == o) return Dim(1);
-  throw SymbolicShapeError(detail::concat("cannot divide ", str(), " by ", o.str()));
+  throw SymbolicShapeError(detail::concat("cannot divide ", str(), " by ", o.str()), (*this + o).symbols());
 }
 
 Dim Dim::floor_div(int64_t d) const {
@@ -128,7 +128,7 @@ Dim Dim::floor_div(int64_t d) const {
     if ((v % d != 0) && ((v < 0) != (d < 0))) --q;
     return Dim(q);
   }
-  throw SymbolicShapeError(detail::concat("floor division of symbolic dim ", str(), " by ", d));
+  throw SymbolicShapeError(detail::concat("floor division of symbolic dim ", str(), " by ", d), symbols());
 }
 
 std::string Dim::str() const {

@@ -15,8 +15,11 @@ TensorType infer_softmax(const OpInfo& op, std::span<const TensorType> in, const
 void check_param(const OpInfo& op, const TensorType& x, const TensorType& p, const Shape& expected, const char* what) {
   if (p.dtype != x.dtype)
     EMBER_OP_ERROR(Type, op, what, " dtype ", dtype_name(p.dtype), " differs from input ", dtype_name(x.dtype));
-  if (p.shape != expected)
+  if (p.shape.size() != expected.size())
     EMBER_OP_ERROR(Value, op, what, " must be ", shape_str(expected), ", got ", p.str());
+  for (size_t i = 0; i < expected.size(); ++i)
+    require_equal_dims(op.name, p.shape[i], expected[i],
+                       detail::concat(what, " must be ", shape_str(expected), ", got ", p.str()));
 }
 
 TensorType infer_norm(const OpInfo& op, std::span<const TensorType> in, const Attrs& attrs) {
@@ -52,10 +55,10 @@ TensorType infer_attention(const OpInfo& op, std::span<const TensorType> in, con
                      k.str(), ", ", v.str());
   }
   size_t r = q.shape.size();
-  if (q.shape[r - 1] != k.shape[r - 1])
-    EMBER_OP_ERROR(Value, op, "query ", q.str(), " and key ", k.str(), " differ in the last dim");
-  if (k.shape[r - 2] != v.shape[r - 2])
-    EMBER_OP_ERROR(Value, op, "key ", k.str(), " and value ", v.str(), " differ in sequence length");
+  require_equal_dims(op.name, q.shape[r - 1], k.shape[r - 1],
+                     detail::concat("query ", q.str(), " and key ", k.str(), " differ in the last dim"));
+  require_equal_dims(op.name, k.shape[r - 2], v.shape[r - 2],
+                     detail::concat("key ", k.str(), " and value ", v.str(), " differ in sequence length"));
   Shape batch = broadcast_shapes(op.name, Shape(q.shape.begin(), q.shape.end() - 2), Shape(k.shape.begin(), k.shape.end() - 2));
   batch = broadcast_shapes(op.name, batch, Shape(v.shape.begin(), v.shape.end() - 2));
   if (in.size() == 4) {

@@ -23,11 +23,8 @@ TensorType infer_matmul(const OpInfo& op, std::span<const TensorType> in, const 
   if (vec_a) sa.insert(sa.begin(), Dim(1));
   if (vec_b) sb.push_back(Dim(1));
   const Dim &k_a = sa.back(), &k_b = sb[sb.size() - 2];
-  if (k_a != k_b) {
-    if (k_a.is_static() && k_b.is_static())
-      EMBER_OP_ERROR(Value, op, "inner dimensions differ: ", shape_str(a.shape), " @ ", shape_str(b.shape));
-    throw SymbolicShapeError(detail::concat("[matmul] cannot prove ", k_a.str(), " == ", k_b.str()));
-  }
+  require_equal_dims(op.name, k_a, k_b,
+                     detail::concat("inner dimensions differ: ", shape_str(a.shape), " @ ", shape_str(b.shape)));
   Shape batch = broadcast_shapes(op.name, Shape(sa.begin(), sa.end() - 2), Shape(sb.begin(), sb.end() - 2));
   if (!vec_a) batch.push_back(sa[sa.size() - 2]);
   if (!vec_b) batch.push_back(sb.back());
@@ -39,9 +36,9 @@ TensorType infer_linear(const OpInfo& op, std::span<const TensorType> in, const 
   check_same_float(op, x, w);
   check_rank(op, w, 2, "weight");
   if (x.shape.empty()) EMBER_OP_ERROR(Value, op, "input needs at least one dim");
-  if (x.shape.back() != w.shape[1])
-    EMBER_OP_ERROR(Value, op, "input features ", x.shape.back().str(), " differ from weight ", w.str(),
-                   " (expects [out_features, in_features])");
+  require_equal_dims(op.name, x.shape.back(), w.shape[1],
+                     detail::concat("input features ", x.shape.back().str(), " differ from weight ", w.str(),
+                                    " (expects [out_features, in_features])"));
   if (in.size() == 3) {
     check_same_float(op, x, in[2]);
     if (in[2].shape != Shape{w.shape[0]})
@@ -83,13 +80,13 @@ TensorType infer_conv2d(const OpInfo& op, std::span<const TensorType> in, const 
   int64_t groups = attr_int(attrs, "groups");
   if (groups < 1) EMBER_OP_ERROR(Value, op, "groups must be >= 1, got ", groups);
   if (!w.shape[0].is_static() || !w.shape[1].is_static() || !w.shape[2].is_static() || !w.shape[3].is_static())
-    throw SymbolicShapeError("[conv2d] weight shape must be static");
+    throw SymbolicShapeError("[conv2d] weight shape must be static", numel(w.shape).symbols());
   int64_t out_c = w.shape[0].value(), in_per_group = w.shape[1].value();
   if (out_c % groups != 0)
     EMBER_OP_ERROR(Value, op, "out channels ", out_c, " are not divisible by groups ", groups);
-  if (x.shape[1] != Dim(in_per_group * groups))
-    EMBER_OP_ERROR(Value, op, "input channels ", x.shape[1].str(), " differ from weight ", w.str(),
-                   " times groups ", groups);
+  require_equal_dims(op.name, x.shape[1], Dim(in_per_group * groups),
+                     detail::concat("input channels ", x.shape[1].str(), " differ from weight ", w.str(),
+                                    " times groups ", groups));
   if (in.size() == 3) {
     check_same_float(op, x, in[2]);
     if (in[2].shape != Shape{Dim(out_c)}) EMBER_OP_ERROR(Value, op, "bias must be [", out_c, "], got ", in[2].str());

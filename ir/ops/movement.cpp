@@ -40,7 +40,8 @@ TensorType infer_reshape(const OpInfo& op, std::span<const TensorType> in, const
     if (known.is_static() && total.is_static())
       EMBER_OP_ERROR(Value, op, "shape ", shape_str(target), " is invalid for input ", x.str(),
                      " (", total.value(), " elements)");
-    throw SymbolicShapeError(detail::concat("[reshape] cannot prove ", known.str(), " == ", total.str()));
+    throw SymbolicShapeError(detail::concat("[reshape] cannot prove ", known.str(), " == ", total.str()),
+                             (known + total).symbols());
   }
   return {x.dtype, target};
 }
@@ -87,7 +88,8 @@ TensorType infer_expand(const OpInfo& op, std::span<const TensorType> in, const 
       if (src.is_static() && target[i].is_static())
         EMBER_OP_ERROR(Value, op, "cannot expand ", x.str(), " to ", shape_str(attr_shape(attrs, "shape")),
                        " (dim ", i, ": ", src.str(), " is neither 1 nor ", target[i].str(), ")");
-      throw SymbolicShapeError(detail::concat("[expand] cannot prove ", src.str(), " == ", target[i].str()));
+      throw SymbolicShapeError(detail::concat("[expand] cannot prove ", src.str(), " == ", target[i].str()),
+                               (src + target[i]).symbols());
     }
   }
   return {x.dtype, target};
@@ -120,7 +122,7 @@ TensorType infer_slice(const OpInfo& op, std::span<const TensorType> in, const A
     out[axis] = n + Dim(end - start);
   } else {
     throw SymbolicShapeError(detail::concat("[slice] symbolic dim ", n.str(), " with start ", start,
-                                            ", end ", end, ", step ", step));
+                                            ", end ", end, ", step ", step), n.symbols());
   }
   return {x.dtype, out};
 }
@@ -168,8 +170,8 @@ TensorType infer_concat(const OpInfo& op, std::span<const TensorType> in, const 
       EMBER_OP_ERROR(Value, op, "inputs must have the same rank: input 0 is ", first.str(), ", input ", i, " is ", in[i].str());
     for (int64_t d = 0; d < rank; ++d) {
       if (!stack && d == axis) continue;
-      if (in[i].shape[d] != first.shape[d])
-        EMBER_OP_ERROR(Value, op, "input ", i, " ", in[i].str(), " differs from input 0 ", first.str(), " in dim ", d);
+      require_equal_dims(op.name, in[i].shape[d], first.shape[d],
+                         detail::concat("input ", i, " ", in[i].str(), " differs from input 0 ", first.str(), " in dim ", d));
     }
     if (!stack) total = total + in[i].shape[axis];
   }
