@@ -3,6 +3,9 @@
 #include <atomic>
 #include <cstdlib>
 #include <thread>
+#include <fstream>
+#include <sstream>
+#include <unistd.h>
 
 #include <ember/ember.h>
 
@@ -374,4 +377,24 @@ TEST_CASE("EMBER_DISABLE_PASSES skips passes; unknown pass names are errors", "[
   auto g = compile([](const Tensor& x) { return x * 1.0; });
   g(x);
   CHECK(g.report().graphs[0].ops.count("mul") == 0);
+}
+
+TEST_CASE("EMBER_DUMP_AFTER writes the IR after a pass, or (unchanged)", "[passes]") {
+  std::string dir = "/tmp/ember-dump-test-" + std::to_string(getpid());
+  std::system(("mkdir -p " + dir).c_str());
+  setenv("EMBER_DUMP_DIR", dir.c_str(), 1);
+  setenv("EMBER_DUMP_AFTER", "simplify,cse", 1);
+  auto f = compile([](const Tensor& x) { return x * 1.0; });
+  f(uniform({3}, 1));
+  unsetenv("EMBER_DUMP_AFTER");
+  unsetenv("EMBER_DUMP_DIR");
+  auto read = [&](const std::string& name) {
+    std::ifstream in(dir + "/" + name);
+    std::stringstream s;
+    s << in.rdbuf();
+    return s.str();
+  };
+  CHECK(read("after-simplify.ir").find("graph(") == 0);
+  CHECK(read("after-cse.ir") == "(unchanged)\n");
+  std::system(("rm -rf " + dir).c_str());
 }
