@@ -18,7 +18,8 @@ namespace {
 bool parse_bool(const std::string& key, const std::string& v) {
   if (v == "true" || v == "1") return true;
   if (v == "false" || v == "0") return false;
-  EMBER_THROW(Value, "[compile] option '", key, "' must be true or false, got '", v, "'");
+  EMBER_THROW(Value, "[compile] option '", key, "' must be true or false", key == "dynamic" ? " (or none)" : "",
+              ", got '", v, "'");
 }
 
 std::string arg_str(const ArgValue& a) {
@@ -148,7 +149,8 @@ class CompiledState : public SegmentCompiler {
     auto start = std::chrono::steady_clock::now();
     std::unique_ptr<Graph> optimised = g.clone();
     try {
-      pipeline.run(*optimised);
+      for (const PassTiming& t : pipeline.run(*optimised))
+        if (!t.skipped) info.pass_ms.emplace_back(t.pass, t.ms);
     } catch (const Error& e) {
       if (options.strict) throw;
       config::warn(std::string("compiling a graph failed; it runs unoptimised (eager) instead: ") + e.what());
@@ -181,7 +183,9 @@ class CompiledState : public SegmentCompiler {
   std::mutex trace_mutex;          // one trace at a time per function
   std::map<uint64_t, std::shared_ptr<const Executable>> segments;
   std::vector<std::shared_ptr<Entry>> entries;
+  // Written only while trace_mutex is held, and read by the trace that holds it:
   std::set<std::pair<int, int>> dynamic_dims;  // (input, dim) marked dynamic after a change
+  std::set<std::pair<int, int>> pinned_dims;   // (input, dim) a symbol could not flow through
   int recompiles = 0;
   bool warned_limit = false;
   Report last;                     // the latest trace's report
@@ -205,6 +209,10 @@ Report CompiledCore::report() const {
 namespace {
 
 bool scalars_match(const Entry& e, const std::vector<ArgValue>& args, std::string& why) {
+  if (args.size() != e.scalars.size()) {
+    why = "number of arguments: " + std::to_string(e.scalars.size()) + " -> " + std::to_string(args.size());
+    return false;
+  }
   for (size_t i = 0; i < args.size(); ++i) {
     if (std::holds_alternative<Tensor>(args[i])) continue;
     bool same = args[i].index() == e.scalars[i].index() &&
@@ -313,10 +321,10 @@ std::vector<Tensor> CompiledCore::call(const std::vector<ArgValue>& args, const 
     if (!marked.empty()) action = "recompiled with dynamic dims: " + marked;
   }
 
-  // Dims pinned to static sizes after a symbolic dim could not flow through an op; and, per
-  // symbol of the latest trace, the (input, dim) pairs it stands for.
-  std::set<std::pair<int, int>> pinned;
+  // Per symbol of the latest trace, the (input, dim) pairs it stands for.
+  std::set<std::pair<int, int>>& pinned = st.pinned_dims;
   std::vector<std::vector<std::pair<int, int>>> symbol_dims;
+  std::set<int> specialised;  // symbols the failed trace had already fixed to a value
   auto trace = [&](bool force_static) {
     symbol_dims.clear();
     auto e = std::make_shared<Entry>();
@@ -341,7 +349,15 @@ std::vector<Tensor> CompiledCore::call(const std::vector<ArgValue>& args, const 
       e->guards.tensors.push_back({type.dtype, type.shape, arrays[i].is_contiguous()});
       ctx.add_arg(tensors[i], static_cast<int>(i), type);
     }
-    std::vector<Tensor> outputs = body();
+    std::vector<Tensor> outputs;
+    try {
+      outputs = body();
+    } catch (const SymbolicShapeError&) {
+      specialised.clear();
+      for (const auto& [dim, value] : ctx.guards().specialisations)
+        if (dim.as_symbol() >= 0) specialised.insert(dim.as_symbol());
+      throw;
+    }
     std::vector<const TensorImpl*> traced;  // the outputs still traced: graph outputs, in order
     for (const Tensor& t : outputs)
       if (t.impl() && t.impl()->is_traced() && std::find(traced.begin(), traced.end(), t.impl().get()) == traced.end())
@@ -382,8 +398,14 @@ std::vector<Tensor> CompiledCore::call(const std::vector<ArgValue>& args, const 
       break;
     } catch (const SymbolicShapeError& e) {
       if (attempt == 4) throw;
-      std::string pinned_now;
+      // Symbols already fixed to a value are static in effect: pinning them is enough when the
+      // error involves one of them (x.size(1) / 2 then reshape); otherwise pin all involved.
+      std::vector<int> to_pin;
       for (int s : e.symbols())
+        if (specialised.count(s)) to_pin.push_back(s);
+      if (to_pin.empty()) to_pin = e.symbols();
+      std::string pinned_now;
+      for (int s : to_pin)
         if (s >= 0 && static_cast<size_t>(s) < symbol_dims.size())
           for (auto dim : symbol_dims[s])
             if (pinned.insert(dim).second)

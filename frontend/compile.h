@@ -110,7 +110,7 @@ CompiledFunction<F> compile(F fn, Options options = {}) {
   return CompiledFunction<F>(std::move(fn), std::move(options));
 }
 
-// Compiles `fn` afresh with `options`, calls it once on `args` and returns the report.
+// Compiles `fn` afresh with default options, calls it once on `args` and returns the report.
 template <class F, class... Args>
 Report explain(F fn, Args&&... args) {
   auto compiled = compile(std::move(fn));

@@ -31,6 +31,29 @@ DType scalar_dtype(DType t, const Scalar& s) {
 
 Tensor scalar_like(const Tensor& like, const Scalar& s) { return full({}, s, scalar_dtype(like.dtype(), s)); }
 
+// The extreme values of a dtype, as doubles that store back exactly (int64's saturate).
+double lowest_value(DType t) {
+  switch (t) {
+    case DType::Bool: case DType::UInt8: return 0;
+    case DType::Int8: return -128;
+    case DType::Int16: return -32768;
+    case DType::Int32: return -2147483648.0;
+    case DType::Int64: return -9223372036854775808.0;
+    default: return -std::numeric_limits<double>::infinity();
+  }
+}
+double highest_value(DType t) {
+  switch (t) {
+    case DType::Bool: return 1;
+    case DType::UInt8: return 255;
+    case DType::Int8: return 127;
+    case DType::Int16: return 32767;
+    case DType::Int32: return 2147483647.0;
+    case DType::Int64: return 9223372036854775807.0;  // rounds up to 2^63, saturates to INT64_MAX
+    default: return std::numeric_limits<double>::infinity();
+  }
+}
+
 Tensor unary(Op op, const Tensor& x, Attrs attrs = {}) { return apply(op, {x}, std::move(attrs)); }
 
 Tensor reduction(Op op, const Tensor& x, Ints axes, bool keepdim, Attrs extra = {}) {
@@ -154,11 +177,9 @@ Tensor where(const Tensor& c, Scalar a, const Tensor& b) { return apply(Op::Wher
 Tensor clamp(const Tensor& x, std::optional<Scalar> lo, std::optional<Scalar> hi) {
   if (!lo && !hi) EMBER_THROW(Value, "[clamp] at least one of min and max must be given");
   // A missing bound is the widest value of the type, so it never changes x.
-  double inf = std::numeric_limits<double>::infinity();
   auto bound = [&](const std::optional<Scalar>& b, bool low) -> Tensor {
     if (b) return scalar_like(x, *b);
-    if (is_floating(x.dtype())) return full({}, low ? -inf : inf, x.dtype());
-    return full({}, low ? -9.2e18 : 9.2e18, x.dtype());  // saturates to the dtype's range on store
+    return full({}, low ? lowest_value(x.dtype()) : highest_value(x.dtype()), x.dtype());
   };
   return apply(Op::Clamp, {x, bound(lo, true), bound(hi, false)});
 }

@@ -9,7 +9,8 @@
 
 namespace ember {
 
-// Creation. Inside `compile` these record nodes too.
+// Creation. Inside `compile` these record nodes too, except from_vector: its data is a constant
+// captured by the trace.
 Tensor from_vector(const std::vector<double>& values, SymShape shape, DType dtype = DType::Float32);
 Tensor scalar_tensor(Scalar value, std::optional<DType> dtype = std::nullopt);
 Tensor full(SymShape shape, Scalar value, std::optional<DType> dtype = std::nullopt);

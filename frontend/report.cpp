@@ -77,8 +77,15 @@ std::string Report::json() const {
     }
     char ms[32];
     std::snprintf(ms, sizeof ms, "%.3f", g.compile_ms);
+    std::string passes = "{";
+    for (const auto& [pass, t] : g.pass_ms) {
+      char v[32];
+      std::snprintf(v, sizeof v, "%.3f", t);
+      passes += (passes.size() > 1 ? ", " : "") + quote(pass) + ": " + v;
+    }
+    passes += "}";
     return "{\"id\": " + std::to_string(g.id) + ", \"hash\": \"" + std::to_string(g.hash) +
-           "\", \"op_count\": " + std::to_string(g.op_count) + ", \"ops\": " + ops + "}, \"compile_ms\": " + ms +
+           "\", \"op_count\": " + std::to_string(g.op_count) + ", \"ops\": " + ops + "}, \"compile_ms\": " + ms + ", \"pass_ms\": " + passes +
            ", \"cache_hit\": " + (g.cache_hit ? "true" : "false") + ", \"ir\": " + quote(g.ir) + "}";
   };
   auto brk = [](const GraphBreak& b) {

@@ -9,7 +9,7 @@
 namespace ember {
 
 struct GraphBreak {
-  std::string category;  // "item", "bool", "data", "print", "symbolic-shape"
+  std::string category;  // "item", "bool", "data", "print"
   std::string reason;
   std::string op;
   std::string file;
@@ -25,6 +25,7 @@ struct GraphInfo {
   std::map<std::string, int> ops;  // op name -> count
   double compile_ms = 0;
   bool cache_hit = false;          // found among this function's compiled graphs
+  std::vector<std::pair<std::string, double>> pass_ms;  // time in each pass, in pipeline order
   std::string ir;                  // the optimised graph's text
 };
 

@@ -47,20 +47,21 @@ std::pair<std::string, int> caller_location(void* return_address) {
 
 // Makes `impl` concrete. Inside a trace, reading the data of a traced value, an argument or a
 // materialised value is a graph break: the value depends on the inputs.
-const Array& materialise(const TensorImpl& impl, const std::string& category, const std::string& reason,
+const Array& materialise(const TensorImpl* impl, const std::string& category, const std::string& reason,
                          const std::string& op, const std::string& file, int line, const std::string& hint) {
-  if (impl.poisoned) EMBER_THROW(Value, "[", op, "] the tensor comes from a trace that failed");
+  if (!impl) EMBER_THROW(Value, "[", op, "] undefined tensor");
+  if (impl->poisoned) EMBER_THROW(Value, "[", op, "] the tensor comes from a trace that failed");
   TraceContext* ctx = TraceContext::current();
   if (ctx) {
-    if (impl.is_traced() && impl.ctx != ctx)
+    if (impl->is_traced() && impl->ctx != ctx)
       EMBER_THROW(Value, "[", op, "] a traced tensor from another compiled call was used here");
-    if (impl.is_traced() || impl.ctx == ctx || ctx->is_arg(impl))
-      ctx->graph_break(impl, category, reason, op, file, line, hint);
-  } else if (impl.is_traced()) {
+    if (impl->is_traced() || impl->ctx == ctx || ctx->is_arg(*impl))
+      ctx->graph_break(*impl, category, reason, op, file, line, hint);
+  } else if (impl->is_traced()) {
     EMBER_THROW(Value, "[", op, "] the tensor comes from a trace that has ended");
   }
-  EMBER_CHECK(impl.value.defined(), "a value is still not concrete after a graph break");
-  return impl.value;
+  EMBER_CHECK(impl->value.defined(), "a value is still not concrete after a graph break");
+  return impl->value;
 }
 
 const char* kItemHint = "keep the value as a tensor (e.g. use ember::where instead of branching on it), or move the read out of the compiled function";
@@ -137,21 +138,21 @@ SymInt Tensor::numel() const {
 }
 
 double Tensor::item_double(std::source_location loc) const {
-  const Array& a = materialise(*impl_, "item", "item() needs the value of a tensor computed in the graph", "item",
+  const Array& a = materialise(impl_.get(), "item", "item() needs the value of a tensor computed in the graph", "item",
                                loc.file_name(), static_cast<int>(loc.line()), kItemHint);
   if (a.numel() != 1) EMBER_THROW(Value, "[item] the tensor must have one element, it has ", a.numel());
   return a.get(0);
 }
 
 int64_t Tensor::item_int(std::source_location loc) const {
-  const Array& a = materialise(*impl_, "item", "item() needs the value of a tensor computed in the graph", "item",
+  const Array& a = materialise(impl_.get(), "item", "item() needs the value of a tensor computed in the graph", "item",
                                loc.file_name(), static_cast<int>(loc.line()), kItemHint);
   if (a.numel() != 1) EMBER_THROW(Value, "[item] the tensor must have one element, it has ", a.numel());
   return a.get_int(0);
 }
 
 bool Tensor::to_bool(std::source_location loc) const {
-  const Array& a = materialise(*impl_, "bool", "data-dependent control flow: a tensor was converted to bool", "to_bool",
+  const Array& a = materialise(impl_.get(), "bool", "data-dependent control flow: a tensor was converted to bool", "to_bool",
                                loc.file_name(), static_cast<int>(loc.line()),
                                "compute both branches and select with ember::where, or move the branch out of the compiled function");
   if (a.numel() != 1) EMBER_THROW(Value, "[to_bool] the truth value of a tensor with ", a.numel(), " elements is ambiguous");
@@ -159,8 +160,10 @@ bool Tensor::to_bool(std::source_location loc) const {
 }
 
 Tensor::operator bool() const {
-  auto [file, line] = caller_location(__builtin_return_address(0));
-  const Array& a = materialise(*impl_, "bool", "data-dependent control flow: a tensor was converted to bool", "bool",
+  // Finding the caller's line runs addr2line: only worth it when a trace may record a break.
+  auto [file, line] = TraceContext::current() ? caller_location(__builtin_return_address(0))
+                                              : std::pair<std::string, int>{"", 0};
+  const Array& a = materialise(impl_.get(), "bool", "data-dependent control flow: a tensor was converted to bool", "bool",
                                file, line,
                                "compute both branches and select with ember::where, or move the branch out of the compiled function");
   if (a.numel() != 1) EMBER_THROW(Value, "[bool] the truth value of a tensor with ", a.numel(), " elements is ambiguous");
@@ -168,7 +171,7 @@ Tensor::operator bool() const {
 }
 
 std::vector<double> Tensor::to_vector(std::source_location loc) const {
-  const Array& a = materialise(*impl_, "data", "reading a tensor's elements", "to_vector", loc.file_name(),
+  const Array& a = materialise(impl_.get(), "data", "reading a tensor's elements", "to_vector", loc.file_name(),
                                static_cast<int>(loc.line()), "return the tensor from the compiled function and read it outside");
   std::vector<double> out;
   for (int64_t i = 0, n = a.numel(); i < n; ++i) out.push_back(a.get(i));
@@ -176,21 +179,22 @@ std::vector<double> Tensor::to_vector(std::source_location loc) const {
 }
 
 std::string Tensor::str(std::source_location loc) const {
-  const Array& a = materialise(*impl_, "print", "printing a tensor's values", "print", loc.file_name(),
+  const Array& a = materialise(impl_.get(), "print", "printing a tensor's values", "print", loc.file_name(),
                                static_cast<int>(loc.line()), "print outside the compiled function, or print only its shape");
   return a.str(64);
 }
 
 const Array& Tensor::array(std::source_location loc) const {
-  if (!impl_) EMBER_THROW(Value, "[array] undefined tensor");
-  return materialise(*impl_, "data", "reading a tensor's storage", "array", loc.file_name(),
+  return materialise(impl_.get(), "data", "reading a tensor's storage", "array", loc.file_name(),
                      static_cast<int>(loc.line()), "return the tensor from the compiled function and read it outside");
 }
 
 std::ostream& operator<<(std::ostream& out, const Tensor& t) {
   if (!t.defined()) return out << "Tensor(undefined)";
-  auto [file, line] = caller_location(__builtin_return_address(0));
-  const Array& a = materialise(*t.impl(), "print", "printing a tensor's values", "print", file, line,
+  // Finding the caller's line runs addr2line: only worth it when a trace may record a break.
+  auto [file, line] = TraceContext::current() ? caller_location(__builtin_return_address(0))
+                                              : std::pair<std::string, int>{"", 0};
+  const Array& a = materialise(t.impl().get(), "print", "printing a tensor's values", "print", file, line,
                                "print outside the compiled function, or print only its shape");
   return out << a.str(64);
 }

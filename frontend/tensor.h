@@ -2,6 +2,7 @@
 // same op functions work on both; inside `compile` they record graph nodes instead of running.
 #pragma once
 
+#include <concepts>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -38,6 +39,14 @@ class SymInt {
   friend SymInt operator*(const SymInt& a, const SymInt& b) { return {a.dim_ * b.dim_, a.hint_ * b.hint_}; }
   // Exact division stays symbolic; anything else specialises.
   friend SymInt operator/(const SymInt& a, const SymInt& b);
+  // With plain integers (x.size(0) * 2): these win over converting the SymInt to an integer.
+  template <std::integral I> friend SymInt operator+(const SymInt& a, I b) { return a + SymInt(int64_t(b)); }
+  template <std::integral I> friend SymInt operator+(I a, const SymInt& b) { return SymInt(int64_t(a)) + b; }
+  template <std::integral I> friend SymInt operator-(const SymInt& a, I b) { return a - SymInt(int64_t(b)); }
+  template <std::integral I> friend SymInt operator-(I a, const SymInt& b) { return SymInt(int64_t(a)) - b; }
+  template <std::integral I> friend SymInt operator*(const SymInt& a, I b) { return a * SymInt(int64_t(b)); }
+  template <std::integral I> friend SymInt operator*(I a, const SymInt& b) { return SymInt(int64_t(a)) * b; }
+  template <std::integral I> friend SymInt operator/(const SymInt& a, I b) { return a / SymInt(int64_t(b)); }
 
  private:
   Dim dim_;

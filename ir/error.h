@@ -1,5 +1,5 @@
 // Errors. A user error (bad input, unsupported option, shape mismatch) is an ember::Error whose
-// message starts with the op in brackets: "[matmul] inner dimensions differ: (8, 3) @ (4, 5)".
+// message starts with the op in brackets: "[matmul] inner dimensions differ: [8, 3] @ [4, 5]".
 // An internal error (EMBER_CHECK failed) is a bug in ember and says so.
 #pragma once
 

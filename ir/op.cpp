@@ -11,9 +11,13 @@ namespace {
 
 ops::Table build_table() {
   ops::Table table;
-#define EMBER_OP(name_, text, min_a, max_a, kind_)                     \
-  table.push_back(OpInfo{.op = Op::name_, .name = text, .min_arity = min_a, \
-                         .max_arity = max_a, .kind = OpKind::kind_});
+#define EMBER_OP(name_, text, min_a, max_a, kind_) \
+  table.emplace_back();                             \
+  table.back().op = Op::name_;                      \
+  table.back().name = text;                         \
+  table.back().min_arity = min_a;                   \
+  table.back().max_arity = max_a;                   \
+  table.back().kind = OpKind::kind_;
 #include "ir/ops.def"
 #undef EMBER_OP
   ops::register_elementwise(table);

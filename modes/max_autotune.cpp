@@ -1,20 +1,12 @@
-// max-autotune: the reduce-overhead pipeline, plus benchmarked kernel configurations with a
-// persistent tuning database (filled in by the codegen issues).
+// max-autotune: reduce-overhead, plus benchmarked kernel configurations with a persistent tuning
+// database (filled in by the codegen issues).
 #include "modes/mode.h"
 
 namespace ember {
 
 ModeConfig max_autotune_mode() {
-  ModeConfig m;
+  ModeConfig m = reduce_overhead_mode();
   m.name = "max-autotune";
-  m.passes = {
-      "constant-fold",
-      "simplify",
-      "cse",
-      "dce",
-  };
-  m.static_memory_plan = true;
-  m.cuda_graphs = true;
   m.autotune = true;
   return m;
 }

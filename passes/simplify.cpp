@@ -16,6 +16,17 @@ bool is_splat(const Node* n, double v) {
   return lit.size() > 0;
 }
 
+// x + z == x for every x only when z is -0.0 (or x is an integer): under IEEE, -0.0 + 0.0 = +0.0.
+bool is_additive_identity(const Node* z, const Node* x) {
+  if (!is_floating(x->type.dtype)) return is_splat(z, 0);
+  if (z->op == Op::Full) return attr_float(z->attrs, "value") == 0 && std::signbit(attr_float(z->attrs, "value"));
+  if (z->op != Op::Constant || !is_splat(z, 0)) return false;
+  const Literal& lit = attr_literal(z->attrs, "value");
+  for (double v : lit.floats)
+    if (!std::signbit(v)) return false;
+  return true;
+}
+
 Node* arg(Node* n, size_t i) { return n->inputs[i]; }
 bool same_shape(const Node* n) { return n->inputs[0]->type.shape == n->type.shape; }
 
@@ -33,8 +44,8 @@ struct Rule {
 };
 
 const Rule kRules[] = {
-    {Op::Add, [](Node* n) { return is_splat(arg(n, 1), 0) ? arg(n, 0) : nullptr; }},          // x + 0 -> x
-    {Op::Add, [](Node* n) { return is_splat(arg(n, 0), 0) ? arg(n, 1) : nullptr; }},          // 0 + x -> x
+    {Op::Add, [](Node* n) { return is_additive_identity(arg(n, 1), arg(n, 0)) ? arg(n, 0) : nullptr; }},  // x + -0.0 -> x
+    {Op::Add, [](Node* n) { return is_additive_identity(arg(n, 0), arg(n, 1)) ? arg(n, 1) : nullptr; }},  // -0.0 + x -> x
     {Op::Sub, [](Node* n) { return is_splat(arg(n, 1), 0) ? arg(n, 0) : nullptr; }},          // x - 0 -> x
     {Op::Mul, [](Node* n) { return is_splat(arg(n, 1), 1) ? arg(n, 0) : nullptr; }},          // x * 1 -> x
     {Op::Mul, [](Node* n) { return is_splat(arg(n, 0), 1) ? arg(n, 1) : nullptr; }},          // 1 * x -> x

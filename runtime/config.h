@@ -1,4 +1,5 @@
-// Every EMBER_* environment setting, in one table. Values are read when first used.
+// Every EMBER_* environment setting, in one table. Values are read from the environment at each
+// use, so a test may change them between calls.
 //
 //   EMBER_LOG=graph_breaks,recompiles,guards,passes,compile   what to print to stderr as it happens
 //   EMBER_DUMP_AFTER=<pass>|all   print the IR after that pass, or "(unchanged)"

@@ -161,7 +161,7 @@ void register_elementwise(Table& table) {
       {Op::LogicalNot, "x == 0", EMBER_FNS(T(a[0] == 0)), D::BoolResult},
       {Op::IsNan, "x is NaN", EMBER_FNS(T(is_nan(a[0]))), D::BoolResult},
       {Op::IsInf, "x is +inf or -inf", EMBER_FNS(T(std::is_floating_point_v<T> && std::abs(double(a[0])) == std::numeric_limits<double>::infinity())), D::BoolResult},
-      {Op::Cast, "convert to `dtype`: floats to integers truncate toward zero and saturate, NaN gives 0", EMBER_FNS(a[0])},
+      {Op::Cast, "convert to `dtype`: float to integer truncates toward zero, saturates at int64, wraps to the width; NaN gives 0", EMBER_FNS(a[0])},
       {Op::Add, "a + b", EMBER_FNS((std::is_integral_v<T> ? T(wrap(u(int64_t(a[0])) + u(int64_t(a[1])))) : a[0] + a[1])), D::Commutative},
       {Op::Sub, "a - b", EMBER_FNS((std::is_integral_v<T> ? T(wrap(u(int64_t(a[0])) - u(int64_t(a[1])))) : a[0] - a[1])), D::NoBool},
       {Op::Mul, "a * b", EMBER_FNS((std::is_integral_v<T> ? T(wrap(u(int64_t(a[0])) * u(int64_t(a[1])))) : a[0] * a[1])), D::Commutative},

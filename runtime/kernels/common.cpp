@@ -50,24 +50,26 @@ Array to_contiguous(const Array& a, DType dtype) {
   return out;
 }
 
-void gemm(const float* a, const float* b, float* c, int64_t m, int64_t n, int64_t k, bool trans_b, float beta) {
+template <class T>
+void gemm_impl(const T* a, const T* b, T* c, int64_t m, int64_t n, int64_t k, bool trans_b, T beta) {
   if (m == 0 || n == 0) return;
-  if (k == 0) {
-    if (beta == 0.0f) std::memset(c, 0, sizeof(float) * m * n);
+  if (k == 0) {  // an empty sum: C = beta * C, and BLAS may not accept k = 0
+    if (beta == T(0)) std::memset(c, 0, sizeof(T) * m * n);
     return;
   }
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans, m, n, k, 1.0f, a, k, b,
-              trans_b ? k : n, beta, c, n);
+  auto tb = trans_b ? CblasTrans : CblasNoTrans;
+  if constexpr (std::is_same_v<T, float>)
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, tb, m, n, k, 1.0f, a, k, b, trans_b ? k : n, beta, c, n);
+  else
+    cblas_dgemm(CblasRowMajor, CblasNoTrans, tb, m, n, k, 1.0, a, k, b, trans_b ? k : n, beta, c, n);
+}
+
+void gemm(const float* a, const float* b, float* c, int64_t m, int64_t n, int64_t k, bool trans_b, float beta) {
+  gemm_impl(a, b, c, m, n, k, trans_b, beta);
 }
 
 void gemm(const double* a, const double* b, double* c, int64_t m, int64_t n, int64_t k, bool trans_b, double beta) {
-  if (m == 0 || n == 0) return;
-  if (k == 0) {
-    if (beta == 0.0) std::memset(c, 0, sizeof(double) * m * n);
-    return;
-  }
-  cblas_dgemm(CblasRowMajor, CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans, m, n, k, 1.0, a, k, b,
-              trans_b ? k : n, beta, c, n);
+  gemm_impl(a, b, c, m, n, k, trans_b, beta);
 }
 
 }  // namespace ember::kernels

@@ -50,8 +50,6 @@ Array reshape(const Call& call) {
   return view_as(c, call.shape, Array::contiguous_strides(call.shape), c.offset());
 }
 
-Array flatten(const Call& call) { return reshape(call); }
-
 Array permute_by(const Array& x, const std::vector<int64_t>& dims) {
   std::vector<int64_t> shape, strides;
   for (int64_t d : dims) {
@@ -202,7 +200,7 @@ Array embedding(const Call& call) {
 void register_movement(KernelTable& t) {
   auto set = [&](Op op, Kernel k) { t[static_cast<size_t>(op)] = k; };
   set(Op::Reshape, reshape);
-  set(Op::Flatten, flatten);
+  set(Op::Flatten, reshape);
   set(Op::Permute, permute);
   set(Op::Transpose, transpose);
   set(Op::Expand, expand);

@@ -15,8 +15,10 @@ std::vector<std::string> split(const std::string& s) {
   std::vector<std::string> out;
   std::stringstream ss(s);
   std::string item;
-  while (std::getline(ss, item, ','))
-    if (!item.empty()) out.push_back(item.substr(item.find_first_not_of(' ')));
+  while (std::getline(ss, item, ',')) {
+    size_t first = item.find_first_not_of(" \t"), last = item.find_last_not_of(" \t");
+    if (first != std::string::npos) out.push_back(item.substr(first, last - first + 1));
+  }
   return out;
 }
 
