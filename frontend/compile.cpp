@@ -1,3 +1,5 @@
+// The compiled function: its trace cache (entries with guards), the compiled segments keyed by
+// structural hash, automatic dynamic dims, recompiles and the recompile limit, and the trace loop.
 #include "frontend/compile.h"
 
 #include <chrono>
@@ -15,13 +17,6 @@ namespace ember {
 
 namespace {
 
-bool parse_bool(const std::string& key, const std::string& v) {
-  if (v == "true" || v == "1") return true;
-  if (v == "false" || v == "0") return false;
-  EMBER_THROW(Value, "[compile] option '", key, "' must be true or false", key == "dynamic" ? " (or none)" : "",
-              ", got '", v, "'");
-}
-
 std::string arg_str(const ArgValue& a) {
   if (auto* i = std::get_if<int64_t>(&a)) return std::to_string(*i);
   if (auto* d = std::get_if<double>(&a)) return std::to_string(*d);
@@ -35,87 +30,6 @@ double ms_since(std::chrono::steady_clock::time_point start) {
 }
 
 }  // namespace
-
-Options Options::from_map(const std::map<std::string, std::string>& values) {
-  Options o;
-  for (const auto& [key, v] : values) {
-    if (key == "mode") o.mode = v;
-    else if (key == "fullgraph") o.fullgraph = parse_bool(key, v);
-    else if (key == "dynamic") o.dynamic = v == "none" || v.empty() ? std::nullopt : std::optional(parse_bool(key, v));
-    else if (key == "strict") o.strict = parse_bool(key, v);
-    else if (key == "recompile_limit") {
-      try {
-        size_t used = 0;
-        o.recompile_limit = std::stoi(v, &used);
-        if (used != v.size()) throw std::invalid_argument(v);
-      } catch (const std::exception&) {
-        EMBER_THROW(Value, "[compile] option 'recompile_limit' must be an integer, got '", v, "'");
-      }
-    } else {
-      EMBER_THROW(Value, "[compile] unknown option '", key,
-                  "' (valid: mode, fullgraph, dynamic, recompile_limit, strict)");
-    }
-  }
-  o.validate();
-  return o;
-}
-
-void Options::validate() const {
-  mode_config(mode);  // throws for an unknown mode, listing the valid ones
-  if (recompile_limit < 0) EMBER_THROW(Value, "[compile] recompile_limit must be >= 0, got ", recompile_limit);
-}
-
-std::string Guards::check(const std::vector<Array>& args, SymbolValues& values) const {
-  values.assign(symbols.size(), -1);
-  if (args.size() != tensors.size())
-    return "number of tensor inputs: " + std::to_string(tensors.size()) + " -> " + std::to_string(args.size());
-  for (size_t i = 0; i < args.size(); ++i) {
-    const TensorGuard& g = tensors[i];
-    const Array& a = args[i];
-    std::string in = "input " + std::to_string(i);
-    if (a.dtype() != g.dtype)
-      return in + " dtype: " + std::string(dtype_name(g.dtype)) + " -> " + std::string(dtype_name(a.dtype()));
-    if (a.rank() != static_cast<int64_t>(g.shape.size()))
-      return in + " rank: " + std::to_string(g.shape.size()) + " -> " + std::to_string(a.rank());
-    if (a.is_contiguous() != g.contiguous)
-      return in + " layout: " + (g.contiguous ? "contiguous -> strided" : "strided -> contiguous");
-    for (size_t d = 0; d < g.shape.size(); ++d) {
-      const Dim& dim = g.shape[d];
-      int64_t got = a.shape()[d];
-      std::string where = in + " dim " + std::to_string(d) + ": ";
-      if (dim.is_static()) {
-        if (dim.value() != got) return where + std::to_string(dim.value()) + " -> " + std::to_string(got);
-        continue;
-      }
-      int s = dim.as_symbol();
-      const SymbolRange& r = symbols[s];
-      if (got < r.min || got > r.max)
-        return where + std::to_string(got) + " is outside s" + std::to_string(s) + "'s range [" +
-               std::to_string(r.min) + ", " + (r.max == INT64_MAX ? "max" : std::to_string(r.max)) + "]";
-      if (values[s] < 0) values[s] = got;
-      else if (values[s] != got)
-        return where + std::to_string(got) + " differs from s" + std::to_string(s) + " = " + std::to_string(values[s]) +
-               " (these dims were equal when traced)";
-    }
-  }
-  for (const auto& [dim, v] : specialisations) {
-    int64_t got = dim.evaluate(values);
-    if (got != v) return dim.str() + " == " + std::to_string(v) + " (a size used as an integer): now " + std::to_string(got);
-  }
-  return "";
-}
-
-std::vector<std::string> Guards::describe() const {
-  std::vector<std::string> out;
-  for (size_t i = 0; i < tensors.size(); ++i)
-    out.push_back("input " + std::to_string(i) + ": " + std::string(dtype_name(tensors[i].dtype)) +
-                  shape_str(tensors[i].shape) + ", " + (tensors[i].contiguous ? "contiguous" : "strided") + ", cpu");
-  for (size_t s = 0; s < symbols.size(); ++s)
-    out.push_back("s" + std::to_string(s) + " in [" + std::to_string(symbols[s].min) + ", " +
-                  (symbols[s].max == INT64_MAX ? "max" : std::to_string(symbols[s].max)) + "]");
-  for (const auto& [dim, v] : specialisations) out.push_back(dim.str() + " == " + std::to_string(v));
-  return out;
-}
 
 namespace detail {
 

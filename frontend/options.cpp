@@ -1,0 +1,51 @@
+// compile() options: parsing from text pairs and validation.
+#include <map>
+#include <string>
+
+#include "frontend/compile.h"
+#include "ir/error.h"
+#include "modes/mode.h"
+
+namespace ember {
+
+namespace {
+
+bool parse_bool(const std::string& key, const std::string& v) {
+  if (v == "true" || v == "1") return true;
+  if (v == "false" || v == "0") return false;
+  EMBER_THROW(Value, "[compile] option '", key, "' must be true or false", key == "dynamic" ? " (or none)" : "",
+              ", got '", v, "'");
+}
+
+}  // namespace
+
+Options Options::from_map(const std::map<std::string, std::string>& values) {
+  Options o;
+  for (const auto& [key, v] : values) {
+    if (key == "mode") o.mode = v;
+    else if (key == "fullgraph") o.fullgraph = parse_bool(key, v);
+    else if (key == "dynamic") o.dynamic = v == "none" || v.empty() ? std::nullopt : std::optional(parse_bool(key, v));
+    else if (key == "strict") o.strict = parse_bool(key, v);
+    else if (key == "recompile_limit") {
+      try {
+        size_t used = 0;
+        o.recompile_limit = std::stoi(v, &used);
+        if (used != v.size()) throw std::invalid_argument(v);
+      } catch (const std::exception&) {
+        EMBER_THROW(Value, "[compile] option 'recompile_limit' must be an integer, got '", v, "'");
+      }
+    } else {
+      EMBER_THROW(Value, "[compile] unknown option '", key,
+                  "' (valid: mode, fullgraph, dynamic, recompile_limit, strict)");
+    }
+  }
+  o.validate();
+  return o;
+}
+
+void Options::validate() const {
+  mode_config(mode);  // throws for an unknown mode, listing the valid ones
+  if (recompile_limit < 0) EMBER_THROW(Value, "[compile] recompile_limit must be >= 0, got ", recompile_limit);
+}
+
+}  // namespace ember
