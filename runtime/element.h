@@ -69,4 +69,13 @@ inline void store(void* p, DType t, T v) {
   }
 }
 
+// `v` converted to dtype `t` and back: how an operand is first converted to the dtype its op
+// computes in (-2 as uint8 is 254; a float32 value used in float16 arithmetic is rounded).
+template <class T>
+inline T through(T v, DType t) {
+  alignas(8) unsigned char buf[8];
+  store<T>(buf, t, v);
+  return load<T>(buf, t);
+}
+
 }  // namespace ember::element

@@ -81,6 +81,14 @@ T gelu(T x, int tanh_form) {
   return T(0.5) * x * (T(1) + std::erf(x * T(0.7071067811865476)));
 }
 
+// min(max(x, lo), hi) as PyTorch computes it: when lo > hi every element becomes hi.
+template <class T>
+T clamp(T x, T lo, T hi) {
+  if (is_nan(x)) return x;
+  T r = (x < lo || is_nan(lo)) ? lo : x;
+  return (r > hi || is_nan(hi)) ? hi : r;
+}
+
 template <class T>
 T sigmoid(T x) { return T(1) / (T(1) + std::exp(-x)); }
 
@@ -184,7 +192,7 @@ void register_elementwise(Table& table) {
       {Op::BitwiseOr, "a | b (integers and bool)", EMBER_FNS(T(int64_t(a[0]) | int64_t(a[1]))), D::IntegralOnly | D::Commutative},
       {Op::BitwiseXor, "a ^ b (integers and bool)", EMBER_FNS(T(int64_t(a[0]) ^ int64_t(a[1]))), D::IntegralOnly | D::Commutative},
       {Op::Where, "cond ? a : b; cond must be bool", EMBER_FNS(a[0] != 0 ? a[1] : a[2])},
-      {Op::Clamp, "min(max(x, lo), hi); NaN stays NaN", EMBER_FNS(is_nan(a[0]) ? a[0] : ((a[0] < a[1] || is_nan(a[1])) ? a[1] : ((a[0] > a[2] || is_nan(a[2])) ? a[2] : a[0])))},
+      {Op::Clamp, "min(max(x, lo), hi): hi wins when lo > hi; NaN stays NaN", EMBER_FNS(clamp(a[0], a[1], a[2]))},
   };
   for (const Def& d : defs) {
     OpInfo& info = table[static_cast<size_t>(d.op)];

@@ -30,8 +30,9 @@ Array matmul_typed(const Call& call) {
   }
   auto full_shape = [&](std::vector<int64_t> bs, int64_t r, int64_t c) { bs.push_back(r); bs.push_back(c); return bs; };
   Array ca = to_contiguous(a, gt), cb = to_contiguous(b, gt);
-  Array va = ca.view(full_shape(batch_a, m, k), Array::contiguous_strides(full_shape(batch_a, m, k)), 0);
-  Array vb = cb.view(full_shape(batch_b, k, n), Array::contiguous_strides(full_shape(batch_b, k, n)), 0);
+  // Contiguous views keep their storage offset (a row slice of a matrix is contiguous).
+  Array va = ca.view(full_shape(batch_a, m, k), Array::contiguous_strides(full_shape(batch_a, m, k)), ca.offset());
+  Array vb = cb.view(full_shape(batch_b, k, n), Array::contiguous_strides(full_shape(batch_b, k, n)), cb.offset());
   std::vector<int64_t> out_shape = full_shape(batch, m, n);
   Array result = Array::empty(gt, out_shape);
   std::vector<int64_t> strides_a = broadcast_strides(va, out_shape), strides_b = broadcast_strides(vb, out_shape);

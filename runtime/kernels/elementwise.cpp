@@ -13,19 +13,23 @@ void apply(const Call& call, DType compute, T (*fn)(const T*, int), int variant,
   strides[K] = out.strides();
   std::array<DType, K> dtypes;
   std::array<size_t, K> sizes;
+  std::array<bool, K> convert;  // the operand's dtype differs from the one the op computes in
   for (size_t k = 0; k < K; ++k) {
     dtypes[k] = call.inputs[k].dtype();
     sizes[k] = itemsize(dtypes[k]);
+    convert[k] = dtypes[k] != compute && !(call.op == Op::Where && k == 0);
   }
   size_t out_size = itemsize(out.dtype());
-  (void)compute;
   for_each_row<K + 1>(call.shape, strides, [&](auto off, int64_t n, auto inner) {
     std::array<const char*, K> src;
     for (size_t k = 0; k < K; ++k) src[k] = byte_ptr(call.inputs[k], off[k]);
     char* dst = byte_ptr(out, off[K]);
     T args[K];
     for (int64_t j = 0; j < n; ++j) {
-      for (size_t k = 0; k < K; ++k) args[k] = element::load<T>(src[k] + j * inner[k] * sizes[k], dtypes[k]);
+      for (size_t k = 0; k < K; ++k) {
+        args[k] = element::load<T>(src[k] + j * inner[k] * sizes[k], dtypes[k]);
+        if (convert[k]) args[k] = element::through<T>(args[k], compute);
+      }
       element::store<T>(dst + j * inner[K] * out_size, out.dtype(), fn(args, variant));
     }
   });

@@ -77,3 +77,23 @@ TEST_CASE("pass timings reach the report", "[regression][report]") {
   CHECK(passes[0].first == "constant-fold");
   CHECK(f.report().json().find("\"pass_ms\": {\"constant-fold\"") != std::string::npos);
 }
+
+TEST_CASE("matmul reads a contiguous operand from its storage offset (a row slice)", "[regression]") {
+  Tensor a = reshape(arange(0, 6, 1, DType::Float32), {2, 3});
+  Tensor row = slice(a, 0, 1, 2);
+  CHECK(matmul(row, ones({3, 1})).to_vector() == std::vector<double>{12});
+}
+
+TEST_CASE("clamp with min > max gives max, as min(max(x, lo), hi)", "[regression]") {
+  Tensor x = from_vector({0, 5}, {2});
+  CHECK(clamp(x, full({}, 3.0), full({}, 1.0)).to_vector() == std::vector<double>{1, 1});
+  CHECK(clamp(x, 3.0, 1.0).to_vector() == std::vector<double>{1, 1});
+}
+
+TEST_CASE("integer operands convert to the promoted dtype before the op", "[regression]") {
+  Tensor u = from_vector({1, 2}, {2}, DType::UInt8);
+  Tensor m = from_vector({-2}, {}, DType::Int8);  // as uint8: 254
+  CHECK(lt(u, m).to_vector() == std::vector<double>{1, 1});
+  CHECK(maximum(u, m).to_vector() == std::vector<double>{254, 254});
+  CHECK(floor_divide(u, m).to_vector() == std::vector<double>{0, 0});
+}
