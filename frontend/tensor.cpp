@@ -56,7 +56,7 @@ const Array& materialise(const TensorImpl* impl, const std::string& category, co
     if (impl->is_traced() && impl->ctx != ctx)
       EMBER_THROW(Value, "[", op, "] a traced tensor from another compiled call was used here");
     if (impl->is_traced() || impl->ctx == ctx || ctx->is_arg(*impl))
-      ctx->graph_break(*impl, category, reason, op, file, line, hint);
+      ctx->graph_break(category, reason, op, file, line, hint);
   } else if (impl->is_traced()) {
     EMBER_THROW(Value, "[", op, "] the tensor comes from a trace that has ended");
   }

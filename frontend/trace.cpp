@@ -1,6 +1,5 @@
+// The tracer: recording ops into segment graphs, graph breaks, and flushing segments.
 #include "frontend/trace.h"
-
-#include <chrono>
 
 #include "ir/error.h"
 #include "runtime/config.h"
@@ -110,7 +109,7 @@ Tensor TraceContext::record(Op op, const std::vector<Tensor>& inputs, Attrs attr
   return Tensor(impl);
 }
 
-void TraceContext::graph_break(const TensorImpl& impl, const std::string& category, const std::string& reason,
+void TraceContext::graph_break(const std::string& category, const std::string& reason,
                                const std::string& op, const std::string& file, int line, const std::string& hint) {
   GraphBreak b{category, reason, op, file, line, hint};
   if (fullgraph_)
@@ -120,7 +119,6 @@ void TraceContext::graph_break(const TensorImpl& impl, const std::string& catego
   report_.breaks.push_back(b);
   if (config::log_enabled("graph_breaks"))
     config::log("graph_breaks", "[" + category + "] " + reason + " at " + b.location() + "; hint: " + hint);
-  (void)impl;
   flush({});
   begin_segment();
 }

@@ -80,8 +80,9 @@ class TraceContext {
   TensorType type_of(const TensorImpl& impl) const;
   // Records a guard that `dim` equals `value` in this trace.
   void specialise(const Dim& dim, int64_t value);
-  // Breaks the graph (or throws under fullgraph) and makes `t` concrete.
-  void graph_break(const TensorImpl& impl, const std::string& category, const std::string& reason,
+  // Breaks the graph (or throws under fullgraph): the segment so far runs and every live value
+  // of it becomes concrete.
+  void graph_break(const std::string& category, const std::string& reason,
                    const std::string& op, const std::string& file, int line, const std::string& hint);
 
   // Ends the trace: the last segment is compiled and run with `outputs` (and every other live
