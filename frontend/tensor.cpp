@@ -106,11 +106,8 @@ SymShape Tensor::sizes() const {
   SymShape out;
   TraceContext* ctx = TraceContext::current();
   if (!ctx) {
-    for (const Dim& d : impl_->type.shape) out.emplace_back(d.is_static() ? d.value() : 0);
-    if (impl_->value.defined()) {
-      out.clear();
-      for (int64_t d : impl_->value.shape()) out.emplace_back(d);
-    }
+    if (!impl_->value.defined()) EMBER_THROW(Value, "[sizes] the tensor comes from a trace that failed");
+    for (int64_t d : impl_->value.shape()) out.emplace_back(d);
     return out;
   }
   TensorType t = ctx->type_of(*impl_);
