@@ -55,8 +55,13 @@ const Array& materialise(const TensorImpl* impl, const std::string& category, co
   if (ctx) {
     if (impl->is_traced() && impl->ctx != ctx)
       EMBER_THROW(Value, "[", op, "] a traced tensor from another compiled call was used here");
-    if (impl->is_traced() || impl->ctx == ctx || ctx->is_arg(*impl))
-      ctx->graph_break(category, reason, op, file, line, hint);
+    if (impl->is_traced() || impl->ctx == ctx || ctx->is_arg(*impl)) {
+      // Say which value was needed: the op that computes it, or an input of the function.
+      std::string source = impl->is_traced() ? "the result of '" + std::string(impl->node->info().name) + "'"
+                           : ctx->is_arg(*impl) ? std::string("an input of the compiled function")
+                                                : std::string("a value computed before an earlier break");
+      ctx->graph_break(category, reason + ", on " + source, op, file, line, hint);
+    }
   } else if (impl->is_traced()) {
     EMBER_THROW(Value, "[", op, "] the tensor comes from a trace that has ended");
   }
@@ -135,14 +140,14 @@ SymInt Tensor::numel() const {
 }
 
 double Tensor::item_double(std::source_location loc) const {
-  const Array& a = materialise(impl_.get(), "item", "item() needs the value of a tensor computed in the graph", "item",
+  const Array& a = materialise(impl_.get(), "item", "item() needs a concrete value", "item",
                                loc.file_name(), static_cast<int>(loc.line()), kItemHint);
   if (a.numel() != 1) EMBER_THROW(Value, "[item] the tensor must have one element, it has ", a.numel());
   return a.get(0);
 }
 
 int64_t Tensor::item_int(std::source_location loc) const {
-  const Array& a = materialise(impl_.get(), "item", "item() needs the value of a tensor computed in the graph", "item",
+  const Array& a = materialise(impl_.get(), "item", "item() needs a concrete value", "item",
                                loc.file_name(), static_cast<int>(loc.line()), kItemHint);
   if (a.numel() != 1) EMBER_THROW(Value, "[item] the tensor must have one element, it has ", a.numel());
   return a.get_int(0);
