@@ -16,14 +16,14 @@ bool is_splat(const Node* n, double v) {
   return lit.size() > 0;
 }
 
-// x + z == x for every x only when z is -0.0 (or x is an integer): under IEEE, -0.0 + 0.0 = +0.0.
-bool is_additive_identity(const Node* z, const Node* x) {
+// x + z == x for every x only when z is -0.0, and x - z == x only when z is +0.0 (IEEE:
+// -0.0 + 0.0 = +0.0 and -0.0 - (-0.0) = +0.0). For integers any zero will do.
+bool is_zero_with_sign(const Node* z, const Node* x, bool negative) {
   if (!is_floating(x->type.dtype)) return is_splat(z, 0);
-  if (z->op == Op::Full) return attr_float(z->attrs, "value") == 0 && std::signbit(attr_float(z->attrs, "value"));
-  if (z->op != Op::Constant || !is_splat(z, 0)) return false;
-  const Literal& lit = attr_literal(z->attrs, "value");
-  for (double v : lit.floats)
-    if (!std::signbit(v)) return false;
+  if (!is_splat(z, 0)) return false;
+  if (z->op == Op::Full) return std::signbit(attr_float(z->attrs, "value")) == negative;
+  for (double v : attr_literal(z->attrs, "value").floats)
+    if (std::signbit(v) != negative) return false;
   return true;
 }
 
@@ -44,9 +44,9 @@ struct Rule {
 };
 
 const Rule kRules[] = {
-    {Op::Add, [](Node* n) { return is_additive_identity(arg(n, 1), arg(n, 0)) ? arg(n, 0) : nullptr; }},  // x + -0.0 -> x
-    {Op::Add, [](Node* n) { return is_additive_identity(arg(n, 0), arg(n, 1)) ? arg(n, 1) : nullptr; }},  // -0.0 + x -> x
-    {Op::Sub, [](Node* n) { return is_splat(arg(n, 1), 0) ? arg(n, 0) : nullptr; }},          // x - 0 -> x
+    {Op::Add, [](Node* n) { return is_zero_with_sign(arg(n, 1), arg(n, 0), true) ? arg(n, 0) : nullptr; }},   // x + -0.0 -> x
+    {Op::Add, [](Node* n) { return is_zero_with_sign(arg(n, 0), arg(n, 1), true) ? arg(n, 1) : nullptr; }},   // -0.0 + x -> x
+    {Op::Sub, [](Node* n) { return is_zero_with_sign(arg(n, 1), arg(n, 0), false) ? arg(n, 0) : nullptr; }},  // x - +0.0 -> x
     {Op::Mul, [](Node* n) { return is_splat(arg(n, 1), 1) ? arg(n, 0) : nullptr; }},          // x * 1 -> x
     {Op::Mul, [](Node* n) { return is_splat(arg(n, 0), 1) ? arg(n, 1) : nullptr; }},          // 1 * x -> x
     {Op::Div, [](Node* n) { return is_splat(arg(n, 1), 1) ? arg(n, 0) : nullptr; }},          // x / 1 -> x

@@ -1,5 +1,5 @@
-// simplify: algebraic identities as a rule table, one rule a line. Only exact identities: x + 0
-// is not one for floats (-0.0 + 0.0 = +0.0), x + -0.0 and x - 0 are. A rule applies only when its
+// simplify: algebraic identities as a rule table, one rule a line. Only exact identities: for
+// floats x + -0.0 and x - +0.0 are, x + 0.0 and x - -0.0 are not (they turn -0.0 into +0.0). A rule applies only when its
 // result has exactly the node's type, so no identity changes a dtype or a broadcast shape
 // (x_int + 0.0 stays: its result is float). Leaves replaced nodes dead: run dce after it.
 #pragma once
