@@ -200,3 +200,16 @@ TEST_CASE("the verifier rejects broken graphs and names the node", "[ir][verifie
   nodes[2]->inputs[0] = nodes[2];  // uses itself: not defined before it
   CHECK_THROWS_AS(verify(*h), Error);
 }
+
+TEST_CASE("docs/ir.md lists every op with its registry doc line", "[ir][docs]") {
+  std::string doc = read_file("docs/ir.md");
+  for (int i = 0; i < kNumOps; ++i) {
+    const OpInfo& info = op_info(static_cast<Op>(i));
+    INFO("op " << info.name);
+    size_t row = doc.find("| `" + std::string(info.name) + "` |");
+    REQUIRE(row != std::string::npos);
+    std::string line = doc.substr(row, doc.find('\n', row) - row);
+    for (size_t at; (at = line.find("\\|")) != std::string::npos;) line.erase(at, 1);  // markdown's \|
+    CHECK(line.find(std::string(info.doc)) != std::string::npos);
+  }
+}
