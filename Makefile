@@ -3,7 +3,7 @@ BUILD ?= build
 BUILD_TYPE ?= RelWithDebInfo
 JOBS ?= $(shell nproc)
 
-.PHONY: all setup configure build test demo bench clean
+.PHONY: all setup configure build test demo bench tsan clean
 
 all: build
 
@@ -25,5 +25,12 @@ demo: build
 bench: build
 	./$(BUILD)/benchmarks/ember_bench_overhead
 
+# The compile tests (8 threads with mixed shapes among them) under ThreadSanitizer, in their own build.
+tsan: setup
+	@cmake -S . -B $(BUILD)-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS=-fsanitize=thread \
+		-DEMBER_BUILD_BENCHMARKS=OFF >/dev/null
+	@cmake --build $(BUILD)-tsan -j $(JOBS) --target ember_unit_tests
+	./$(BUILD)-tsan/tests/ember_unit_tests "~[sweep]"
+
 clean:
-	rm -rf $(BUILD)
+	rm -rf $(BUILD) $(BUILD)-tsan
