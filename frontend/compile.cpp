@@ -55,9 +55,13 @@ class CompiledState : public SegmentCompiler {
       std::lock_guard<std::mutex> lock(mutex);
       auto it = segments.find(hash);
       if (it != segments.end()) {
+        // The ops and IR were worked out when it was compiled: no printing on this path, which
+        // a function with graph breaks takes on every call.
+        info.op_count = it->second.info.op_count;
+        info.ops = it->second.info.ops;
+        info.ir = it->second.info.ir;
         info.cache_hit = true;
-        fill_info(it->second->graph(), info);
-        return it->second;
+        return it->second.exec;
       }
     }
     auto start = std::chrono::steady_clock::now();
@@ -77,7 +81,7 @@ class CompiledState : public SegmentCompiler {
       config::log("compile", "graph " + std::to_string(hash) + ": " + std::to_string(info.op_count) + " ops in " +
                                  std::to_string(info.compile_ms) + " ms");
     std::lock_guard<std::mutex> lock(mutex);
-    return segments.emplace(hash, exec).first->second;
+    return segments.emplace(hash, Segment{exec, info}).first->second.exec;
   }
 
   static void fill_info(const Graph& g, GraphInfo& info) {
@@ -95,7 +99,11 @@ class CompiledState : public SegmentCompiler {
   Pipeline pipeline;
   mutable std::mutex mutex;        // guards everything below
   std::mutex trace_mutex;          // one trace at a time per function
-  std::map<uint64_t, std::shared_ptr<const Executable>> segments;
+  struct Segment {
+    std::shared_ptr<const Executable> exec;
+    GraphInfo info;  // as reported when it was compiled
+  };
+  std::map<uint64_t, Segment> segments;  // by structural hash
   std::vector<std::shared_ptr<Entry>> entries;
   // Written only while trace_mutex is held, and read by the trace that holds it:
   std::set<std::pair<int, int>> dynamic_dims;  // (input, dim) marked dynamic after a change

@@ -77,35 +77,6 @@ size_t Graph::remove_dead() {
   return before - nodes_.size();
 }
 
-void Graph::sort() {
-  // Stable topological order: repeatedly take nodes whose inputs are placed, in current order.
-  std::unordered_set<const Node*> placed;
-  std::vector<std::unique_ptr<Node>> order;
-  while (!nodes_.empty()) {
-    size_t before = nodes_.size();
-    for (auto& n : nodes_) {
-      if (!n) continue;
-      bool ready = std::all_of(n->inputs.begin(), n->inputs.end(), [&](Node* in) { return placed.count(in) > 0; });
-      if (!ready) continue;
-      placed.insert(n.get());
-      order.push_back(std::move(n));
-    }
-    std::erase_if(nodes_, [](const std::unique_ptr<Node>& n) { return !n; });
-    EMBER_CHECK(nodes_.size() < before, "the graph has a cycle");
-  }
-  nodes_ = std::move(order);
-}
-
-std::vector<std::pair<const Node*, int>> Graph::use_counts() const {
-  std::unordered_map<const Node*, int> count;
-  for (const auto& n : nodes_)
-    for (Node* in : n->inputs) ++count[in];
-  for (Node* out : outputs_) ++count[out];
-  std::vector<std::pair<const Node*, int>> result;
-  for (const auto& n : nodes_) result.emplace_back(n.get(), count[n.get()]);
-  return result;
-}
-
 std::unique_ptr<Graph> Graph::clone() const {
   auto g = std::make_unique<Graph>();
   g->symbols_ = symbols_;

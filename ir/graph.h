@@ -76,10 +76,6 @@ class Graph {
   void replace_uses(Node* from, Node* to);
   // Removes nodes that no output depends on; graph inputs stay. Returns how many were removed.
   size_t remove_dead();
-  // Restores topological order after nodes were added that earlier nodes now use.
-  void sort();
-  // Number of users of each node (graph outputs count as users), keyed by node.
-  std::vector<std::pair<const Node*, int>> use_counts() const;
 
   std::unique_ptr<Graph> clone() const;
 

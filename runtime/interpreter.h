@@ -14,11 +14,7 @@ namespace ember {
 Array run_op(Op op, const Attrs& attrs, std::span<const Array> inputs, const TensorType& out,
              const SymbolValues& symbols = {});
 
-// Binds each symbol that appears as a whole dim of a graph input to the array's size there.
-// Throws ember::Error if an input disagrees with the graph (rank, dtype, static dims).
-SymbolValues bind_symbols(const Graph& g, std::span<const Array> inputs);
-
-// Runs a whole graph; intermediate arrays are freed after their last use.
+// Runs a whole graph once (an Executable does the same for repeated runs).
 std::vector<Array> run_graph(const Graph& g, std::span<const Array> inputs, const SymbolValues& symbols);
 
 }  // namespace ember
