@@ -1,8 +1,17 @@
 // The compiled function: its trace cache (entries with guards), the compiled segments keyed by
 // structural hash, automatic dynamic dims, recompiles and the recompile limit, and the trace loop.
+//
+// [Note: stand-in arguments]
+// A trace never sees the caller's tensor objects: each tensor argument is replaced by a fresh
+// stand-in holding the same data. So `f(a, a)` traces two inputs (a replay with `f(b, c)` is
+// right), and a captured tensor that is also passed as an argument (`f(w)` inside which `w` is
+// captured) is told apart from the argument: the captured one is the caller's object, the
+// argument is the stand-in. Outputs that are stand-ins are mapped back to the caller's tensors.
 #include "frontend/compile.h"
 
+#include <bit>
 #include <chrono>
+#include <deque>
 #include <map>
 #include <mutex>
 #include <set>
@@ -29,6 +38,18 @@ double ms_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
 }
 
+// Non-tensor arguments match when they are the same bits: -0.0 is not 0.0, and a NaN matches
+// the same NaN (so a NaN argument does not retrace on every call).
+bool same_scalar(const ArgValue& a, const ArgValue& b) {
+  if (a.index() != b.index()) return false;
+  if (auto* d = std::get_if<double>(&a)) return std::bit_cast<uint64_t>(*d) == std::bit_cast<uint64_t>(std::get<double>(b));
+  return std::visit([&](const auto& v) {
+    using V = std::decay_t<decltype(v)>;
+    if constexpr (std::is_same_v<V, Tensor>) return true;
+    else return v == std::get<V>(b);
+  }, a);
+}
+
 }  // namespace
 
 namespace detail {
@@ -37,62 +58,40 @@ namespace detail {
 struct Entry {
   Guards guards;
   std::vector<ArgValue> scalars;  // the non-tensor arguments, by position (tensors as placeholders)
+  std::vector<std::type_index> types;
   bool has_breaks = false;
   std::shared_ptr<const Executable> exec;  // no-break traces: replayed directly
   std::vector<InputSource> inputs;
-  struct Output { enum Kind { Graph, Arg, Captured } kind; int index; Array captured; };
+  struct Output { enum Kind { Graph, Arg, Captured, Undefined } kind; int index; Array captured; };
   std::vector<Output> outputs;
+};
+
+// What one call brings: its arguments and the tensors among them.
+struct CallArgs {
+  const std::vector<ArgValue>& args;
+  const std::vector<std::type_index>& types;
+  std::vector<Tensor> tensors;
+  std::vector<Array> arrays;
+};
+
+// The result of tracing once.
+struct Traced {
+  std::shared_ptr<Entry> entry;
+  Report report;
+  std::vector<Tensor> outputs;
 };
 
 class CompiledState : public SegmentCompiler {
  public:
   explicit CompiledState(Options o) : options(std::move(o)), mode(mode_config(options.mode)), pipeline(mode.passes) {}
 
-  std::shared_ptr<const Executable> compile(const Graph& g, GraphInfo& info) override {
-    uint64_t hash = structural_hash(g);
-    info.hash = hash;
-    {
-      std::lock_guard<std::mutex> lock(mutex);
-      auto it = segments.find(hash);
-      if (it != segments.end()) {
-        // The ops and IR were worked out when it was compiled: no printing on this path, which
-        // a function with graph breaks takes on every call.
-        info.op_count = it->second.info.op_count;
-        info.ops = it->second.info.ops;
-        info.ir = it->second.info.ir;
-        info.cache_hit = true;
-        return it->second.exec;
-      }
-    }
-    auto start = std::chrono::steady_clock::now();
-    std::unique_ptr<Graph> optimised = g.clone();
-    try {
-      for (const PassTiming& t : pipeline.run(*optimised))
-        if (!t.skipped) info.pass_ms.emplace_back(t.pass, t.ms);
-    } catch (const Error& e) {
-      if (options.strict) throw;
-      config::warn(std::string("compiling a graph failed; it runs unoptimised (eager) instead: ") + e.what());
-      optimised = g.clone();
-    }
-    auto exec = std::make_shared<const Executable>(std::move(optimised));
-    info.compile_ms = ms_since(start);
-    fill_info(exec->graph(), info);
-    if (config::log_enabled("compile"))
-      config::log("compile", "graph " + std::to_string(hash) + ": " + std::to_string(info.op_count) + " ops in " +
-                                 std::to_string(info.compile_ms) + " ms");
-    std::lock_guard<std::mutex> lock(mutex);
-    return segments.emplace(hash, Segment{exec, info}).first->second.exec;
-  }
-
-  static void fill_info(const Graph& g, GraphInfo& info) {
-    info.op_count = 0;
-    for (const Node* n : g.nodes()) {
-      if (n->op == Op::Input || n->op == Op::Constant) continue;
-      ++info.op_count;
-      ++info.ops[std::string(n->info().name)];
-    }
-    info.ir = print(g);
-  }
+  std::shared_ptr<const Executable> compile(const Graph& g, GraphInfo& info) override;
+  std::shared_ptr<Entry> lookup(const CallArgs& call, SymbolValues& values, std::string& why) const;
+  bool limit_reached(const std::string& why);
+  std::string mark_dynamic_dims(const CallArgs& call);
+  Traced trace_with_pinning(const CallArgs& call, const CompiledCore::Body& body);
+  std::vector<Tensor> remember(std::shared_ptr<Entry> replayed, Traced traced, bool is_recompile,
+                               const std::string& why, const std::string& action);
 
   Options options;
   ModeConfig mode;
@@ -104,6 +103,8 @@ class CompiledState : public SegmentCompiler {
     GraphInfo info;  // as reported when it was compiled
   };
   std::map<uint64_t, Segment> segments;  // by structural hash
+  std::deque<uint64_t> segment_order;    // oldest first, for eviction
+  int segment_evictions = 0;
   std::vector<std::shared_ptr<Entry>> entries;
   // Written only while trace_mutex is held, and read by the trace that holds it:
   std::set<std::pair<int, int>> dynamic_dims;  // (input, dim) marked dynamic after a change
@@ -113,7 +114,294 @@ class CompiledState : public SegmentCompiler {
   Report last;                     // the latest trace's report
   std::vector<Recompile> recompile_log;
   std::vector<std::string> notes;
+
+ private:
+  struct Attempt;
+  Traced trace_once(const CallArgs& call, const CompiledCore::Body& body, bool force_static, Attempt& attempt);
+  std::shared_ptr<Entry> make_entry(const CallArgs& call, TraceContext& ctx, const std::vector<Tensor>& stand_ins,
+                                    std::vector<Tensor>& outputs);
+  static void fill_info(const Graph& g, GraphInfo& info);
 };
+
+std::shared_ptr<const Executable> CompiledState::compile(const Graph& g, GraphInfo& info) {
+  uint64_t hash = structural_hash(g);
+  info.hash = hash;
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    auto it = segments.find(hash);
+    if (it != segments.end()) {
+      // The ops and IR were worked out when it was compiled: no printing on this path, which
+      // a function with graph breaks takes on every call.
+      info.op_count = it->second.info.op_count;
+      info.ops = it->second.info.ops;
+      info.ir = it->second.info.ir;
+      info.cache_hit = true;
+      return it->second.exec;
+    }
+  }
+  auto start = std::chrono::steady_clock::now();
+  std::unique_ptr<Graph> optimised = g.clone();
+  try {
+    for (const PassTiming& t : pipeline.run(*optimised))
+      if (!t.skipped) info.pass_ms.emplace_back(t.pass, t.ms);
+  } catch (const std::exception& e) {  // ember::Error, or a SymbolicShapeError from a pass
+    if (options.strict) throw;
+    config::warn(std::string("compiling a graph failed; it runs unoptimised (eager) instead: ") + e.what());
+    optimised = g.clone();
+  }
+  auto exec = std::make_shared<const Executable>(std::move(optimised));
+  info.compile_ms = ms_since(start);
+  fill_info(exec->graph(), info);
+  if (config::log_enabled("compile"))
+    config::log("compile", "graph " + std::to_string(hash) + ": " + std::to_string(info.op_count) + " ops in " +
+                               std::to_string(info.compile_ms) + " ms");
+  std::lock_guard<std::mutex> lock(mutex);
+  // Bounded: a function whose graphs change on every call must not grow without limit. An
+  // evicted segment stays alive in the entries that replay it.
+  while (!segment_order.empty() && segments.size() >= static_cast<size_t>(std::max(options.segment_cache_limit, 1))) {
+    segments.erase(segment_order.front());
+    segment_order.pop_front();
+    ++segment_evictions;
+  }
+  auto [it, inserted] = segments.emplace(hash, Segment{exec, info});
+  if (inserted) segment_order.push_back(hash);
+  return it->second.exec;
+}
+
+void CompiledState::fill_info(const Graph& g, GraphInfo& info) {
+  info.op_count = 0;
+  for (const Node* n : g.nodes()) {
+    if (n->op == Op::Input || n->op == Op::Constant) continue;
+    ++info.op_count;
+    ++info.ops[std::string(n->info().name)];
+  }
+  info.ir = print(g);
+}
+
+namespace {
+
+bool scalars_match(const Entry& e, const CallArgs& call, std::string& why) {
+  const std::vector<ArgValue>& args = call.args;
+  if (args.size() != e.scalars.size()) {
+    why = "number of arguments: " + std::to_string(e.scalars.size()) + " -> " + std::to_string(args.size());
+    return false;
+  }
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (call.types[i] != e.types[i]) {
+      why = "argument " + std::to_string(i) + " type: " + e.types[i].name() + " -> " + call.types[i].name();
+      return false;
+    }
+    if (!same_scalar(args[i], e.scalars[i])) {
+      why = "argument " + std::to_string(i) + ": " + arg_str(e.scalars[i]) + " -> " + arg_str(args[i]);
+      return false;
+    }
+  }
+  return true;
+}
+
+std::vector<Tensor> replay(const Entry& e, const CallArgs& call, const SymbolValues& values) {
+  std::vector<Array> results;
+  if (e.exec) {
+    std::vector<Array> inputs;
+    inputs.reserve(e.inputs.size());
+    for (const InputSource& s : e.inputs) inputs.push_back(s.kind == InputSource::Arg ? call.arrays[s.arg] : s.captured);
+    results = e.exec->run(inputs, values);
+  }
+  std::vector<Tensor> out;
+  out.reserve(e.outputs.size());
+  for (const Entry::Output& o : e.outputs) {
+    switch (o.kind) {
+      case Entry::Output::Graph: out.emplace_back(results[o.index]); break;
+      case Entry::Output::Arg: out.push_back(call.tensors[o.index]); break;
+      case Entry::Output::Captured: out.emplace_back(o.captured); break;
+      case Entry::Output::Undefined: out.emplace_back(); break;
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+std::shared_ptr<Entry> CompiledState::lookup(const CallArgs& call, SymbolValues& values, std::string& why) const {
+  std::lock_guard<std::mutex> lock(mutex);
+  why.clear();
+  for (auto it = entries.rbegin(); it != entries.rend(); ++it) {
+    std::string reason;
+    if (scalars_match(**it, call, reason)) reason = (*it)->guards.check(call.arrays, values);
+    if (reason.empty()) return *it;
+    if (why.empty()) why = reason;  // the newest entry's failing guard
+  }
+  return nullptr;
+}
+
+bool CompiledState::limit_reached(const std::string& why) {
+  std::lock_guard<std::mutex> lock(mutex);
+  if (recompiles < options.recompile_limit) return false;
+  if (!warned_limit) {
+    warned_limit = true;
+    config::warn("recompile_limit (" + std::to_string(options.recompile_limit) +
+                 ") reached; running eagerly from now on for new inputs. Last failing guard: " + why);
+    recompile_log.push_back({why, "fell back to eager (recompile_limit reached)"});
+  }
+  return true;
+}
+
+// With `dynamic` unset, the dims whose size changed since the latest trace become symbolic.
+std::string CompiledState::mark_dynamic_dims(const CallArgs& call) {
+  if (options.dynamic.has_value()) return "recompiled";
+  std::lock_guard<std::mutex> lock(mutex);
+  const Guards& old = entries.back()->guards;
+  std::string marked;
+  for (size_t i = 0; i < call.arrays.size() && i < old.tensors.size(); ++i) {
+    const Array& a = call.arrays[i];
+    if (a.rank() != static_cast<int64_t>(old.tensors[i].shape.size())) continue;
+    for (size_t d = 0; d < old.tensors[i].shape.size(); ++d) {
+      const Dim& dim = old.tensors[i].shape[d];
+      if (dim.is_static() && dim.value() != a.shape()[d] && !dynamic_dims.count({int(i), int(d)})) {
+        dynamic_dims.insert({int(i), int(d)});
+        marked += (marked.empty() ? "" : ", ") + std::string("input ") + std::to_string(i) + " dim " + std::to_string(d);
+      }
+    }
+  }
+  return marked.empty() ? "recompiled" : "recompiled with dynamic dims: " + marked;
+}
+
+// What a failed attempt leaves for the next: which (input, dim) pairs each symbol stood for, and
+// which symbols the trace had already fixed to a value.
+struct CompiledState::Attempt {
+  std::vector<std::vector<std::pair<int, int>>> symbol_dims;
+  std::set<int> specialised;
+};
+
+Traced CompiledState::trace_once(const CallArgs& call, const CompiledCore::Body& body, bool force_static,
+                                 Attempt& attempt) {
+  attempt.symbol_dims.clear();
+  Traced result;
+  TraceContext ctx(*this, options.fullgraph, result.report);
+  std::vector<TensorGuard> tensor_guards;
+  std::vector<Tensor> stand_ins;  // [Note: stand-in arguments]
+  std::map<int64_t, int> duck;    // equal sizes share a symbol, as TorchDynamo's duck sizing
+  for (size_t i = 0; i < call.arrays.size(); ++i) {
+    const Array& a = call.arrays[i];
+    TensorType type{a.dtype(), {}};
+    for (size_t d = 0; d < a.shape().size(); ++d) {
+      int64_t size = a.shape()[d];
+      bool dynamic = !force_static && size >= 2 && !pinned_dims.count({int(i), int(d)}) &&
+                     (options.dynamic.value_or(false) || dynamic_dims.count({int(i), int(d)}));
+      if (!dynamic) { type.shape.push_back(Dim(size)); continue; }
+      auto [it, fresh] = duck.emplace(size, -1);
+      if (fresh) {
+        it->second = ctx.add_symbol({}, size);
+        attempt.symbol_dims.emplace_back();
+      }
+      attempt.symbol_dims[it->second].push_back({int(i), int(d)});
+      type.shape.push_back(Dim::symbol(it->second));
+    }
+    tensor_guards.push_back({type.dtype, type.shape, a.is_contiguous()});
+    stand_ins.emplace_back(a);
+    ctx.add_arg(stand_ins.back(), static_cast<int>(i), type);
+  }
+  try {
+    result.outputs = body(stand_ins);
+  } catch (const SymbolicShapeError&) {
+    attempt.specialised.clear();
+    for (const auto& [dim, value] : ctx.guards().specialisations)
+      if (dim.as_symbol() >= 0) attempt.specialised.insert(dim.as_symbol());
+    throw;
+  }
+  result.entry = make_entry(call, ctx, stand_ins, result.outputs);
+  result.entry->guards.tensors = std::move(tensor_guards);
+  result.report.guards = result.entry->guards.describe();
+  return result;
+}
+
+// Finishes the trace and records how a replay rebuilds each output. `outputs` come back with
+// stand-ins replaced by the caller's tensors.
+std::shared_ptr<Entry> CompiledState::make_entry(const CallArgs& call, TraceContext& ctx,
+                                                 const std::vector<Tensor>& stand_ins, std::vector<Tensor>& outputs) {
+  std::vector<const TensorImpl*> traced;  // the outputs still traced: graph outputs, in order
+  std::vector<bool> was_traced;
+  for (const Tensor& t : outputs) {
+    bool is_traced = t.impl() && t.impl()->is_traced();
+    was_traced.push_back(is_traced);
+    if (is_traced && std::find(traced.begin(), traced.end(), t.impl().get()) == traced.end())
+      traced.push_back(t.impl().get());
+  }
+  ctx.finish(outputs);
+  auto e = std::make_shared<Entry>();
+  e->guards.symbols = ctx.guards().symbols;
+  e->guards.specialisations = ctx.guards().specialisations;
+  e->guards.facts = ctx.guards().facts;
+  e->scalars = call.args;
+  e->types = call.types;
+  e->has_breaks = ctx.had_breaks();
+  if (!e->has_breaks) {
+    e->exec = ctx.single_executable();
+    e->inputs = ctx.single_inputs();
+  }
+  for (size_t k = 0; k < outputs.size(); ++k) {
+    const TensorImpl* impl = outputs[k].impl().get();
+    auto arg = std::find_if(stand_ins.begin(), stand_ins.end(), [&](const Tensor& t) { return t.impl().get() == impl; });
+    int arg_index = static_cast<int>(arg - stand_ins.begin());
+    if (impl && arg != stand_ins.end()) outputs[k] = call.tensors[arg_index];
+    if (e->has_breaks) continue;
+    if (!impl) e->outputs.push_back({Entry::Output::Undefined, -1, {}});
+    else if (was_traced[k])
+      e->outputs.push_back({Entry::Output::Graph, int(std::find(traced.begin(), traced.end(), impl) - traced.begin()), {}});
+    else if (arg != stand_ins.end()) e->outputs.push_back({Entry::Output::Arg, arg_index, {}});
+    else e->outputs.push_back({Entry::Output::Captured, -1, outputs[k].array()});
+  }
+  return e;
+}
+
+// A symbolic dim that cannot flow through an op (a weight's static size, a strided window, a
+// fact that does not hold at this size) is pinned to its value and the trace runs again; after
+// a few tries, every dim is static.
+Traced CompiledState::trace_with_pinning(const CallArgs& call, const CompiledCore::Body& body) {
+  Attempt attempt;
+  for (int tries = 0;; ++tries) {
+    try {
+      return trace_once(call, body, tries == 4, attempt);
+    } catch (const SymbolicShapeError& e) {
+      if (tries == 4) throw;
+      // Symbols already fixed to a value are static in effect: pinning them is enough when the
+      // error involves one of them (x.size(1) / 2 then reshape); otherwise pin all involved.
+      std::vector<int> to_pin;
+      for (int s : e.symbols())
+        if (attempt.specialised.count(s)) to_pin.push_back(s);
+      if (to_pin.empty()) to_pin = e.symbols();
+      std::string pinned_now;
+      for (int s : to_pin)
+        if (s >= 0 && static_cast<size_t>(s) < attempt.symbol_dims.size())
+          for (auto dim : attempt.symbol_dims[s])
+            if (pinned_dims.insert(dim).second)
+              pinned_now += (pinned_now.empty() ? "" : ", ") + std::string("input ") + std::to_string(dim.first) +
+                            " dim " + std::to_string(dim.second);
+      if (pinned_now.empty()) tries = 3;  // nothing to pin: the next try is fully static
+      std::lock_guard<std::mutex> lock(mutex);
+      notes.push_back((pinned_now.empty() ? std::string("specialised to static shapes")
+                                          : "specialised " + pinned_now + " to static") + ": " + e.what());
+    }
+  }
+}
+
+std::vector<Tensor> CompiledState::remember(std::shared_ptr<Entry> replayed, Traced traced, bool is_recompile,
+                                            const std::string& why, const std::string& action) {
+  std::lock_guard<std::mutex> lock(mutex);
+  traced.report.segment_evictions = segment_evictions;
+  last = traced.report;
+  // A break-y trace replayed under existing guards: only the report changes.
+  if (replayed) return std::move(traced.outputs);
+  if (is_recompile) {
+    ++recompiles;
+    recompile_log.push_back({why, action});
+    if (config::log_enabled("recompiles")) config::log("recompiles", "guard failed: " + why + "; " + action);
+  }
+  if (config::log_enabled("guards"))
+    for (const std::string& g : traced.report.guards) config::log("guards", g);
+  entries.push_back(std::move(traced.entry));
+  return std::move(traced.outputs);
+}
 
 CompiledCore::CompiledCore(Options options) : state_(std::make_unique<CompiledState>(std::move(options))) {}
 CompiledCore::~CompiledCore() = default;
@@ -124,238 +412,45 @@ Report CompiledCore::report() const {
   std::lock_guard<std::mutex> lock(state_->mutex);
   Report r = state_->last;
   r.recompiles = state_->recompile_log;
+  r.segment_evictions = state_->segment_evictions;
   r.notes.insert(r.notes.begin(), state_->notes.begin(), state_->notes.end());
   return r;
 }
 
-namespace {
-
-bool scalars_match(const Entry& e, const std::vector<ArgValue>& args, std::string& why) {
-  if (args.size() != e.scalars.size()) {
-    why = "number of arguments: " + std::to_string(e.scalars.size()) + " -> " + std::to_string(args.size());
-    return false;
-  }
-  for (size_t i = 0; i < args.size(); ++i) {
-    if (std::holds_alternative<Tensor>(args[i])) continue;
-    bool same = args[i].index() == e.scalars[i].index() &&
-                std::visit([&](const auto& v) {
-                  using V = std::decay_t<decltype(v)>;
-                  if constexpr (std::is_same_v<V, Tensor>) return true;
-                  else return v == std::get<V>(e.scalars[i]);
-                }, args[i]);
-    if (!same) {
-      why = "argument " + std::to_string(i) + ": " + arg_str(e.scalars[i]) + " -> " + arg_str(args[i]);
-      return false;
-    }
-  }
-  return true;
-}
-
-std::vector<Tensor> replay(const Entry& e, const std::vector<Array>& arrays, const std::vector<Tensor>& tensors,
-                           const SymbolValues& values) {
-  std::vector<Array> results;
-  if (e.exec) {
-    std::vector<Array> inputs;
-    for (const InputSource& s : e.inputs) inputs.push_back(s.kind == InputSource::Arg ? arrays[s.arg] : s.captured);
-    results = e.exec->run(inputs, values);
-  }
-  std::vector<Tensor> out;
-  for (const Entry::Output& o : e.outputs) {
-    if (o.kind == Entry::Output::Graph) out.emplace_back(results[o.index]);
-    else if (o.kind == Entry::Output::Arg) out.push_back(tensors[o.index]);
-    else out.emplace_back(o.captured);
-  }
-  return out;
-}
-
-}  // namespace
-
-std::vector<Tensor> CompiledCore::call(const std::vector<ArgValue>& args, const std::function<std::vector<Tensor>()>& body) {
+std::vector<Tensor> CompiledCore::call(const std::vector<ArgValue>& args, const std::vector<std::type_index>& types,
+                                       const Body& body) {
   CompiledState& st = *state_;
-  // Inside another trace, the ops simply join it.
-  if (TraceContext::current()) return body();
-  std::vector<Tensor> tensors;
-  std::vector<Array> arrays;
+  CallArgs call{args, types, {}, {}};
   for (const ArgValue& a : args)
     if (auto* t = std::get_if<Tensor>(&a)) {
-      if (!t->defined()) EMBER_THROW(Value, "[compile] argument ", tensors.size(), " is an undefined tensor");
-      tensors.push_back(*t);
-      arrays.push_back(t->array());
+      if (!t->defined()) EMBER_THROW(Value, "[compile] argument ", call.tensors.size(), " is an undefined tensor");
+      call.tensors.push_back(*t);
     }
-
-  auto lookup = [&](SymbolValues& values, std::string& why) -> std::shared_ptr<Entry> {
-    std::lock_guard<std::mutex> lock(st.mutex);
-    why.clear();
-    for (auto it = st.entries.rbegin(); it != st.entries.rend(); ++it) {
-      std::string reason;
-      if (scalars_match(**it, args, reason)) reason = (*it)->guards.check(arrays, values);
-      if (reason.empty()) return *it;
-      if (why.empty()) why = reason;  // the newest entry's failing guard
-    }
-    return nullptr;
-  };
+  // Inside another trace, the ops simply join it.
+  if (TraceContext::current()) return body(call.tensors);
+  for (const Tensor& t : call.tensors) call.arrays.push_back(t.array());
 
   SymbolValues values;
   std::string why;
-  std::shared_ptr<Entry> entry = lookup(values, why);
-  if (entry && !entry->has_breaks) return replay(*entry, arrays, tensors, values);
+  std::shared_ptr<Entry> entry = st.lookup(call, values, why);
+  if (entry && !entry->has_breaks) return replay(*entry, call, values);
 
   std::unique_lock<std::mutex> tracing(st.trace_mutex);
   if (!entry) {
-    entry = lookup(values, why);  // another thread may have traced it meanwhile
+    entry = st.lookup(call, values, why);  // another thread may have traced it meanwhile
     if (entry && !entry->has_breaks) {
       tracing.unlock();
-      return replay(*entry, arrays, tensors, values);
+      return replay(*entry, call, values);
     }
   }
   bool is_recompile = !entry && !why.empty();
-  if (is_recompile) {
-    std::lock_guard<std::mutex> lock(st.mutex);
-    if (st.recompiles >= st.options.recompile_limit) {
-      if (!st.warned_limit) {
-        st.warned_limit = true;
-        config::warn("recompile_limit (" + std::to_string(st.options.recompile_limit) +
-                     ") reached; running eagerly from now on for new inputs. Last failing guard: " + why);
-        st.recompile_log.push_back({why, "fell back to eager (recompile_limit reached)"});
-      }
-      tracing.unlock();
-      // Eager: the user function runs op by op on the interpreter.
-      return body();
-    }
+  if (is_recompile && st.limit_reached(why)) {
+    tracing.unlock();
+    return body(call.tensors);  // eager: the user function runs op by op on the interpreter
   }
-
-  // Decide which dims are symbolic.
-  std::string action = "recompiled";
-  if (is_recompile && !st.options.dynamic.has_value()) {
-    std::lock_guard<std::mutex> lock(st.mutex);
-    const Guards& old = st.entries.back()->guards;
-    std::string marked;
-    for (size_t i = 0; i < arrays.size() && i < old.tensors.size(); ++i) {
-      if (arrays[i].rank() != static_cast<int64_t>(old.tensors[i].shape.size())) continue;
-      for (size_t d = 0; d < old.tensors[i].shape.size(); ++d) {
-        const Dim& dim = old.tensors[i].shape[d];
-        if (dim.is_static() && dim.value() != arrays[i].shape()[d] && !st.dynamic_dims.count({int(i), int(d)})) {
-          st.dynamic_dims.insert({int(i), int(d)});
-          marked += (marked.empty() ? "" : ", ") + std::string("input ") + std::to_string(i) + " dim " + std::to_string(d);
-        }
-      }
-    }
-    if (!marked.empty()) action = "recompiled with dynamic dims: " + marked;
-  }
-
-  // Per symbol of the latest trace, the (input, dim) pairs it stands for.
-  std::set<std::pair<int, int>>& pinned = st.pinned_dims;
-  std::vector<std::vector<std::pair<int, int>>> symbol_dims;
-  std::set<int> specialised;  // symbols the failed trace had already fixed to a value
-  auto trace = [&](bool force_static) {
-    symbol_dims.clear();
-    auto e = std::make_shared<Entry>();
-    Report report;
-    TraceContext ctx(st, st.options.fullgraph, report);
-    std::map<int64_t, int> duck;  // equal sizes share a symbol, as TorchDynamo's duck sizing
-    for (size_t i = 0; i < tensors.size(); ++i) {
-      TensorType type{arrays[i].dtype(), {}};
-      for (size_t d = 0; d < arrays[i].shape().size(); ++d) {
-        int64_t size = arrays[i].shape()[d];
-        bool dynamic = !force_static && size >= 2 && !pinned.count({int(i), int(d)}) &&
-                       (st.options.dynamic.value_or(false) || st.dynamic_dims.count({int(i), int(d)}));
-        if (!dynamic) { type.shape.push_back(Dim(size)); continue; }
-        auto [it, fresh] = duck.emplace(size, -1);
-        if (fresh) {
-          it->second = ctx.add_symbol({}, size);
-          symbol_dims.emplace_back();
-        }
-        symbol_dims[it->second].push_back({int(i), int(d)});
-        type.shape.push_back(Dim::symbol(it->second));
-      }
-      e->guards.tensors.push_back({type.dtype, type.shape, arrays[i].is_contiguous()});
-      ctx.add_arg(tensors[i], static_cast<int>(i), type);
-    }
-    std::vector<Tensor> outputs;
-    try {
-      outputs = body();
-    } catch (const SymbolicShapeError&) {
-      specialised.clear();
-      for (const auto& [dim, value] : ctx.guards().specialisations)
-        if (dim.as_symbol() >= 0) specialised.insert(dim.as_symbol());
-      throw;
-    }
-    std::vector<const TensorImpl*> traced;  // the outputs still traced: graph outputs, in order
-    for (const Tensor& t : outputs)
-      if (t.impl() && t.impl()->is_traced() && std::find(traced.begin(), traced.end(), t.impl().get()) == traced.end())
-        traced.push_back(t.impl().get());
-    std::vector<bool> was_traced;
-    for (const Tensor& t : outputs) was_traced.push_back(t.impl() && t.impl()->is_traced());
-    ctx.finish(outputs);
-    e->guards.symbols = ctx.guards().symbols;
-    e->guards.specialisations = ctx.guards().specialisations;
-    e->scalars = args;
-    e->has_breaks = ctx.had_breaks();
-    if (!e->has_breaks) {
-      e->exec = ctx.single_executable();
-      e->inputs = ctx.single_inputs();
-      for (size_t k = 0; k < outputs.size(); ++k) {
-        const TensorImpl* impl = outputs[k].impl().get();
-        if (was_traced[k]) {
-          e->outputs.push_back({Entry::Output::Graph, int(std::find(traced.begin(), traced.end(), impl) - traced.begin()), {}});
-          continue;
-        }
-        auto arg = std::find_if(tensors.begin(), tensors.end(), [&](const Tensor& t) { return t.impl().get() == impl; });
-        if (arg != tensors.end()) e->outputs.push_back({Entry::Output::Arg, int(arg - tensors.begin()), {}});
-        else e->outputs.push_back({Entry::Output::Captured, -1, outputs[k].array()});
-      }
-    }
-    report.guards = e->guards.describe();
-    return std::tuple{e, report, outputs};
-  };
-
-  std::shared_ptr<Entry> fresh;
-  Report report;
-  std::vector<Tensor> outputs;
-  // A symbolic dim that cannot flow through an op (a weight's static size, a strided window) is
-  // pinned to its value and the trace runs again; after a few tries, every dim is static.
-  for (int attempt = 0;; ++attempt) {
-    try {
-      std::tie(fresh, report, outputs) = trace(attempt == 4);
-      break;
-    } catch (const SymbolicShapeError& e) {
-      if (attempt == 4) throw;
-      // Symbols already fixed to a value are static in effect: pinning them is enough when the
-      // error involves one of them (x.size(1) / 2 then reshape); otherwise pin all involved.
-      std::vector<int> to_pin;
-      for (int s : e.symbols())
-        if (specialised.count(s)) to_pin.push_back(s);
-      if (to_pin.empty()) to_pin = e.symbols();
-      std::string pinned_now;
-      for (int s : to_pin)
-        if (s >= 0 && static_cast<size_t>(s) < symbol_dims.size())
-          for (auto dim : symbol_dims[s])
-            if (pinned.insert(dim).second)
-              pinned_now += (pinned_now.empty() ? "" : ", ") + std::string("input ") + std::to_string(dim.first) +
-                            " dim " + std::to_string(dim.second);
-      if (pinned_now.empty()) attempt = 3;  // nothing to pin: the next try is fully static
-      std::lock_guard<std::mutex> lock(st.mutex);
-      st.notes.push_back((pinned_now.empty() ? std::string("specialised to static shapes")
-                                             : "specialised " + pinned_now + " to static") + ": " + e.what());
-    }
-  }
-
-  std::lock_guard<std::mutex> lock(st.mutex);
-  if (entry) {
-    // A break-y trace replayed under existing guards: only the report changes.
-    st.last = report;
-    return outputs;
-  }
-  if (is_recompile) {
-    ++st.recompiles;
-    st.recompile_log.push_back({why, action});
-    if (config::log_enabled("recompiles")) config::log("recompiles", "guard failed: " + why + "; " + action);
-  }
-  if (config::log_enabled("guards"))
-    for (const std::string& g : report.guards) config::log("guards", g);
-  st.entries.push_back(fresh);
-  st.last = report;
-  return outputs;
+  std::string action = is_recompile ? st.mark_dynamic_dims(call) : "";
+  Traced traced = st.trace_with_pinning(call, body);
+  return st.remember(entry, std::move(traced), is_recompile, why, action);
 }
 
 }  // namespace detail

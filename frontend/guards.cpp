@@ -43,6 +43,8 @@ std::string Guards::check(const std::vector<Array>& args, SymbolValues& values) 
     int64_t got = dim.evaluate(values);
     if (got != v) return dim.str() + " == " + std::to_string(v) + " (a size used as an integer): now " + std::to_string(got);
   }
+  for (const SymbolicFact& f : facts)
+    if (!f.holds(values)) return f.str() + ": now " + std::to_string(f.expr.evaluate(values));
   return "";
 }
 
@@ -55,6 +57,7 @@ std::vector<std::string> Guards::describe() const {
     out.push_back("s" + std::to_string(s) + " in [" + std::to_string(symbols[s].min) + ", " +
                   (symbols[s].max == INT64_MAX ? "max" : std::to_string(symbols[s].max)) + "]");
   for (const auto& [dim, v] : specialisations) out.push_back(dim.str() + " == " + std::to_string(v));
+  for (const SymbolicFact& f : facts) out.push_back(f.str());
   return out;
 }
 

@@ -10,6 +10,17 @@ namespace ember {
 
 namespace {
 
+int parse_int(const std::string& key, const std::string& v) {
+  try {
+    size_t used = 0;
+    int out = std::stoi(v, &used);
+    if (used != v.size()) throw std::invalid_argument(v);
+    return out;
+  } catch (const std::exception&) {
+    EMBER_THROW(Value, "[compile] option '", key, "' must be an integer, got '", v, "'");
+  }
+}
+
 bool parse_bool(const std::string& key, const std::string& v) {
   if (v == "true" || v == "1") return true;
   if (v == "false" || v == "0") return false;
@@ -26,18 +37,11 @@ Options Options::from_map(const std::map<std::string, std::string>& values) {
     else if (key == "fullgraph") o.fullgraph = parse_bool(key, v);
     else if (key == "dynamic") o.dynamic = v == "none" || v.empty() ? std::nullopt : std::optional(parse_bool(key, v));
     else if (key == "strict") o.strict = parse_bool(key, v);
-    else if (key == "recompile_limit") {
-      try {
-        size_t used = 0;
-        o.recompile_limit = std::stoi(v, &used);
-        if (used != v.size()) throw std::invalid_argument(v);
-      } catch (const std::exception&) {
-        EMBER_THROW(Value, "[compile] option 'recompile_limit' must be an integer, got '", v, "'");
-      }
-    } else {
+    else if (key == "recompile_limit") o.recompile_limit = parse_int(key, v);
+    else if (key == "segment_cache_limit") o.segment_cache_limit = parse_int(key, v);
+    else
       EMBER_THROW(Value, "[compile] unknown option '", key,
-                  "' (valid: mode, fullgraph, dynamic, recompile_limit, strict)");
-    }
+                  "' (valid: mode, fullgraph, dynamic, recompile_limit, segment_cache_limit, strict)");
   }
   o.validate();
   return o;
@@ -46,6 +50,8 @@ Options Options::from_map(const std::map<std::string, std::string>& values) {
 void Options::validate() const {
   mode_config(mode);  // throws for an unknown mode, listing the valid ones
   if (recompile_limit < 0) EMBER_THROW(Value, "[compile] recompile_limit must be >= 0, got ", recompile_limit);
+  if (segment_cache_limit < 1)
+    EMBER_THROW(Value, "[compile] segment_cache_limit must be >= 1, got ", segment_cache_limit);
 }
 
 }  // namespace ember

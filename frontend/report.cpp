@@ -64,6 +64,7 @@ std::string Report::text() const {
     for (const std::string& g : guards) out << "    " << g << "\n";
   }
   for (const std::string& n : notes) out << "  note: " << n << "\n";
+  if (segment_evictions) out << "  segment cache: " << segment_evictions << " compiled graphs evicted\n";
   return out.str();
 }
 
@@ -97,7 +98,8 @@ std::string Report::json() const {
          ", \"graph_break_count\": " + std::to_string(graph_break_count()) +
          ", \"graphs\": " + json_list(graphs, graph) + ", \"breaks\": " + json_list(breaks, brk) +
          ", \"guards\": " + json_list(guards, quote) + ", \"recompiles\": " + json_list(recompiles, rec) +
-         ", \"notes\": " + json_list(notes, quote) + "}";
+         ", \"notes\": " + json_list(notes, quote) +
+         ", \"segment_evictions\": " + std::to_string(segment_evictions) + "}";
 }
 
 }  // namespace ember

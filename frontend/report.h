@@ -40,6 +40,7 @@ struct Report {
   std::vector<std::string> guards;
   std::vector<Recompile> recompiles;
   std::vector<std::string> notes;  // fallbacks and specialisations
+  int segment_evictions = 0;       // compiled graphs dropped by Options::segment_cache_limit
 
   int graph_count() const { return static_cast<int>(graphs.size()); }
   int graph_break_count() const { return static_cast<int>(breaks.size()); }

@@ -143,14 +143,18 @@ double Tensor::item_double(std::source_location loc) const {
   const Array& a = materialise(impl_.get(), "item", "item() needs a concrete value", "item",
                                loc.file_name(), static_cast<int>(loc.line()), kItemHint);
   if (a.numel() != 1) EMBER_THROW(Value, "[item] the tensor must have one element, it has ", a.numel());
-  return a.get(0);
+  double v = a.get(0);
+  if (TraceContext* ctx = TraceContext::current()) ctx->note_read_value(v);
+  return v;
 }
 
 int64_t Tensor::item_int(std::source_location loc) const {
   const Array& a = materialise(impl_.get(), "item", "item() needs a concrete value", "item",
                                loc.file_name(), static_cast<int>(loc.line()), kItemHint);
   if (a.numel() != 1) EMBER_THROW(Value, "[item] the tensor must have one element, it has ", a.numel());
-  return a.get_int(0);
+  int64_t v = a.get_int(0);
+  if (TraceContext* ctx = TraceContext::current()) ctx->note_read_value(static_cast<double>(v));
+  return v;
 }
 
 bool Tensor::to_bool(std::source_location loc) const {

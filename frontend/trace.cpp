@@ -1,6 +1,9 @@
 // The tracer: recording ops into segment graphs, graph breaks, and flushing segments.
 #include "frontend/trace.h"
 
+#include <algorithm>
+#include <bit>
+
 #include "ir/error.h"
 #include "runtime/config.h"
 #include "runtime/interpreter.h"
@@ -37,6 +40,7 @@ void TraceContext::begin_segment() {
   sources_.clear();
   input_values_.clear();
   segment_inputs_.clear();
+  held_inputs_.clear();
   produced_.clear();
 }
 
@@ -56,6 +60,25 @@ TensorType TraceContext::type_of(const TensorImpl& impl) const {
   auto it = args_.find(&impl);
   if (it != args_.end()) return it->second.second;
   return {impl.value.dtype(), to_shape(impl.value.shape())};
+}
+
+bool TraceContext::check(const SymbolicFact& fact) {
+  if (!fact.holds(values_)) return false;
+  if (std::find(guards_.facts.begin(), guards_.facts.end(), fact) == guards_.facts.end()) {
+    guards_.facts.push_back(fact);
+    if (config::log_enabled("guards")) config::log("guards", "assumed " + fact.str());
+  }
+  return true;
+}
+
+void TraceContext::note_read_value(double value) { read_values_.push_back(std::bit_cast<uint64_t>(value)); }
+
+bool TraceContext::is_read_value(const Attrs& attrs) const {
+  auto shape = attrs.find("shape");
+  auto value = attrs.find("value");
+  if (shape == attrs.end() || value == attrs.end() || !std::get<Shape>(shape->second).empty()) return false;
+  uint64_t bits = std::bit_cast<uint64_t>(std::get<double>(value->second));
+  return std::find(read_values_.begin(), read_values_.end(), bits) != read_values_.end();
 }
 
 void TraceContext::specialise(const Dim& dim, int64_t value) {
@@ -93,13 +116,60 @@ Node* TraceContext::node_for(const Tensor& t) {
   sources_.push_back(std::move(src));
   input_values_.push_back(impl->value);
   segment_inputs_[impl] = node;
+  held_inputs_.push_back(t.impl());
   return node;
 }
 
+namespace {
+
+Attrs concrete_attrs(Attrs attrs, const SymbolValues& values) {
+  for (auto& [name, value] : attrs)
+    if (auto* shape = std::get_if<Shape>(&value)) *shape = to_shape(evaluate(*shape, values));
+  return attrs;
+}
+
+bool has_symbols(std::span<const TensorType> types, const Attrs& attrs) {
+  for (const TensorType& t : types)
+    if (!is_static(t.shape)) return true;
+  for (const auto& [name, value] : attrs)
+    if (auto* shape = std::get_if<Shape>(&value); shape && !is_static(*shape)) return true;
+  return false;
+}
+
+}  // namespace
+
+Node* TraceContext::add_node(Op op, std::vector<Node*> inputs, Attrs attrs) {
+  try {
+    ScopedFactSink sink(this);
+    return graph_->add(op, inputs, attrs);
+  } catch (const Error& e) {
+    std::vector<TensorType> types;
+    for (const Node* n : inputs) types.push_back(n->type);
+    if (!has_symbols(types, attrs)) throw;
+    // Say what eager says, with this call's sizes ("[6, 4] @ [3, 5]", not "[s0, 4] @ [3, s1]").
+    std::vector<TensorType> concrete;
+    std::vector<int> involved;
+    for (const TensorType& t : types) {
+      concrete.push_back({t.dtype, to_shape(evaluate(t.shape, values_))});
+      for (const Dim& d : t.shape)
+        for (int s : d.symbols()) involved.push_back(s);
+    }
+    Attrs eager_attrs = concrete_attrs(attrs, values_);
+    infer_type(op, concrete, eager_attrs);
+    // Eager accepts these sizes: only the symbolic form failed, so specialise.
+    throw SymbolicShapeError(e.what(), involved);
+  }
+}
+
 Tensor TraceContext::record(Op op, const std::vector<Tensor>& inputs, Attrs attrs) {
+  // A number read by item() and used again is data, not a constant: it stays out of the graph.
+  if (op == Op::Full && breaks_ > 0 && is_read_value(attrs)) {
+    TensorType type = infer_type(op, {}, attrs);
+    return Tensor(run_op(op, attrs, {}, type));
+  }
   std::vector<Node*> nodes;
   for (const Tensor& t : inputs) nodes.push_back(node_for(t));
-  Node* node = graph_->add(op, std::move(nodes), std::move(attrs));
+  Node* node = add_node(op, std::move(nodes), std::move(attrs));
   auto impl = std::make_shared<TensorImpl>();
   impl->ctx = this;
   impl->node = node;
@@ -126,11 +196,13 @@ void TraceContext::graph_break(const std::string& category, const std::string& r
 void TraceContext::flush(const std::vector<Tensor>& outputs) {
   // Outputs: the requested tensors first, then every other value of this segment still alive.
   std::vector<std::shared_ptr<TensorImpl>> live;
-  for (const Tensor& t : outputs)
-    if (t.impl() && t.impl()->is_traced() && t.impl()->ctx == this) live.push_back(t.impl());
-  for (auto& weak : produced_)
-    if (auto impl = weak.lock())
-      if (impl->is_traced() && std::find(live.begin(), live.end(), impl) == live.end()) live.push_back(impl);
+  // Each value once: a tensor returned twice is one graph output, found by position later.
+  auto add_live = [&](const std::shared_ptr<TensorImpl>& impl) {
+    if (impl && impl->is_traced() && impl->ctx == this && std::find(live.begin(), live.end(), impl) == live.end())
+      live.push_back(impl);
+  };
+  for (const Tensor& t : outputs) add_live(t.impl());
+  for (auto& weak : produced_) add_live(weak.lock());
   for (auto& impl : live) graph_->outputs().push_back(impl->node);
   ++segments_;
   if (graph_->outputs().empty()) {

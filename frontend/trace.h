@@ -46,6 +46,7 @@ struct Guards {
   std::vector<TensorGuard> tensors;
   std::vector<SymbolRange> symbols;
   std::vector<std::pair<Dim, int64_t>> specialisations;  // dim == value
+  std::vector<SymbolicFact> facts;  // what shape inference relied on ([Note: symbolic facts])
   // Checks `args`; on success fills `values` with the symbols' values and returns "", else
   // returns the first failing guard, e.g. "input 0 dim 1: 128 -> 256".
   std::string check(const std::vector<Array>& args, SymbolValues& values) const;
@@ -60,7 +61,7 @@ class SegmentCompiler {
   virtual std::shared_ptr<const Executable> compile(const Graph& g, GraphInfo& info) = 0;
 };
 
-class TraceContext {
+class TraceContext : public FactSink {
  public:
   TraceContext(SegmentCompiler& compiler, bool fullgraph, Report& report);
   ~TraceContext();
@@ -80,6 +81,12 @@ class TraceContext {
   TensorType type_of(const TensorImpl& impl) const;
   // Records a guard that `dim` equals `value` in this trace.
   void specialise(const Dim& dim, int64_t value);
+  // FactSink: a fact that holds for this call's sizes becomes a guard.
+  bool check(const SymbolicFact& fact) override;
+  // A number read out of a traced value (item()). Where it comes back as a scalar operand, it
+  // enters the segment as an input instead of a constant, so that break-y functions reuse their
+  // compiled segments whatever the value.
+  void note_read_value(double value);
   // Breaks the graph (or throws under fullgraph): the segment so far runs and every live value
   // of it becomes concrete.
   void graph_break(const std::string& category, const std::string& reason,
@@ -99,6 +106,8 @@ class TraceContext {
 
  private:
   Node* node_for(const Tensor& t);
+  Node* add_node(Op op, std::vector<Node*> inputs, Attrs attrs);
+  bool is_read_value(const Attrs& full_attrs) const;
   void flush(const std::vector<Tensor>& outputs);
   void begin_segment();
 
@@ -109,13 +118,17 @@ class TraceContext {
   std::unique_ptr<Graph> graph_;
   std::vector<InputSource> sources_;
   std::vector<Array> input_values_;
+  // Keyed by address, so the tensors are held: a temporary freed mid-segment must not let
+  // another tensor at the same address pass for it.
   std::unordered_map<const TensorImpl*, Node*> segment_inputs_;
+  std::vector<std::shared_ptr<TensorImpl>> held_inputs_;
   std::unordered_map<const TensorImpl*, std::pair<int, TensorType>> args_;
   std::vector<std::weak_ptr<TensorImpl>> produced_;      // traced, this segment
   std::vector<std::weak_ptr<TensorImpl>> all_produced_;  // every segment, to release at the end
   std::vector<SymbolRange> ranges_;
   SymbolValues values_;
   Guards guards_;
+  std::vector<uint64_t> read_values_;  // bit patterns of note_read_value()
   int segments_ = 0, breaks_ = 0;
   std::shared_ptr<const Executable> last_exec_;
   std::vector<InputSource> last_inputs_;

@@ -1,15 +1,18 @@
 #include "ir/attrs.h"
 
+#include <bit>
 #include <cmath>
+#include <cstdlib>
+#include <limits>
 #include <cstdio>
 
 namespace ember {
 
 bool Literal::operator==(const Literal& o) const {
   if (dtype != o.dtype || ints != o.ints || floats.size() != o.floats.size()) return false;
-  // Bitwise equality for floats, so NaN literals compare equal to themselves (CSE relies on it).
+  // Bitwise equality for floats: a NaN equals the same NaN, and -0.0 differs from 0.0.
   for (size_t i = 0; i < floats.size(); ++i)
-    if (!(floats[i] == o.floats[i] || (std::isnan(floats[i]) && std::isnan(o.floats[i])))) return false;
+    if (std::bit_cast<uint64_t>(floats[i]) != std::bit_cast<uint64_t>(o.floats[i])) return false;
   return true;
 }
 
@@ -26,7 +29,14 @@ namespace {
 // Floats are printed so that parsing gives back the same double, and always with a '.', 'e',
 // "inf" or "nan" so that they never look like integers.
 std::string float_str(double v) {
-  if (std::isnan(v)) return "nan";
+  if (std::isnan(v)) {
+    // Only the canonical quiet NaN prints as "nan": a sign or payload is part of the value.
+    uint64_t bits = std::bit_cast<uint64_t>(v);
+    if (bits == std::bit_cast<uint64_t>(std::numeric_limits<double>::quiet_NaN())) return "nan";
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "nan_0x%016llx", static_cast<unsigned long long>(bits));
+    return buf;
+  }
   if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
   char buf[40];
   std::snprintf(buf, sizeof buf, "%.17g", v);

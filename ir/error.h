@@ -24,11 +24,13 @@ class Error : public std::runtime_error {
 };
 
 // Raised by shape inference when a symbolic dim cannot be carried through an op (for example a
-// non-exact division). The tracer catches it and specialises the trace to static shapes.
-class SymbolicShapeError : public Error {
+// non-exact division). The tracer catches it and specialises the trace to static shapes. It is
+// internal control flow, not a user error: it does not derive from ember::Error, so a user's
+// `catch (const ember::Error&)` around a compiled call never sees it.
+class SymbolicShapeError : public std::runtime_error {
  public:
   explicit SymbolicShapeError(const std::string& message, std::vector<int> symbols = {})
-      : Error(ErrorKind::Value, message), symbols_(std::move(symbols)) {}
+      : std::runtime_error(message), symbols_(std::move(symbols)) {}
   // The symbols involved; specialising them to their values lets the trace go on.
   const std::vector<int>& symbols() const { return symbols_; }
 

@@ -127,6 +127,8 @@ void verify(const Graph& g) {
       expected = infer_type(n->op, types, attrs);
     } catch (const Error& e) {
       fail(n, std::string("inference fails: ") + e.what());
+    } catch (const SymbolicShapeError& e) {
+      fail(n, std::string("inference fails: ") + e.what());
     }
     if (!(expected == n->type)) fail(n, "type " + n->type.str() + " differs from the inferred " + expected.str());
     if (attrs.size() != n->attrs.size()) fail(n, "attribute defaults are not filled in");

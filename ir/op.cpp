@@ -86,7 +86,12 @@ TensorType infer_type(Op op, std::span<const TensorType> inputs, Attrs& attrs) {
     if (!spec.default_value) EMBER_OP_ERROR(Value, info, "missing attribute '", spec.name, "'");
     attrs[spec.name] = *spec.default_value;
   }
-  return info.infer(info, inputs, attrs);
+  TensorType out = info.infer(info, inputs, attrs);
+  // A derived dim (s0 - 3) can be negative at some sizes: the formula that made it holds only
+  // where it is not (see [Note: symbolic facts]).
+  for (const Dim& d : out.shape) assume_nonnegative(d, detail::concat("[", info.name, "] output size"));
+  if (is_static(out.shape)) checked_numel(info.name, static_shape(out.shape));
+  return out;
 }
 
 int64_t attr_int(const Attrs& a, const char* n) { return get_attr<int64_t>(a, n, AttrType::Int); }
@@ -137,8 +142,9 @@ Shape broadcast_shapes(std::string_view op, const Shape& a, const Shape& b) {
       EMBER_THROW(Value, "[", op, "] shapes ", shape_str(a), " and ", shape_str(b),
                   " cannot be broadcast (dim ", i, ": ", da.str(), " vs ", db.str(), ")");
     } else {
-      throw SymbolicShapeError(detail::concat("[", op, "] cannot prove symbolic dims ", da.str(),
-                                              " and ", db.str(), " equal"), (da + db).symbols());
+      // Symbolic dims that are not provably equal: equal in this call is a fact to guard.
+      assume_equal(da, db, detail::concat("[", op, "] broadcast dims equal"));
+      out[i] = da;
     }
   }
   return out;
@@ -147,8 +153,7 @@ Shape broadcast_shapes(std::string_view op, const Shape& a, const Shape& b) {
 void require_equal_dims(std::string_view op, const Dim& a, const Dim& b, const std::string& what) {
   if (a == b) return;
   if (a.is_static() && b.is_static()) EMBER_THROW(Value, "[", op, "] ", what);
-  throw SymbolicShapeError(detail::concat("[", op, "] cannot prove ", a.str(), " == ", b.str(), " (", what, ")"),
-                           (a + b).symbols());
+  assume_equal(a, b, detail::concat("[", op, "] ", what));
 }
 
 DType promoted_dtype(std::span<const TensorType> inputs) {

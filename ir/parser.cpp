@@ -1,5 +1,6 @@
 // Parser for the IR text form written by print(). Lines starting with "//" are comments, so
 // test files can carry FileCheck directives.
+#include <bit>
 #include <cctype>
 #include <cstdlib>
 #include <limits>
@@ -62,6 +63,11 @@ class Cursor {
   double number() {
     std::string w = word();
     char* end = nullptr;
+    if (w.rfind("nan_0x", 0) == 0) {  // a NaN with its sign and payload, as the printer writes it
+      unsigned long long bits = std::strtoull(w.c_str() + 6, &end, 16);
+      if (*end || w.size() == 6) fail("expected a number, got '" + w + "'");
+      return std::bit_cast<double>(static_cast<uint64_t>(bits));
+    }
     double v = std::strtod(w.c_str(), &end);
     if (*end || w.empty()) fail("expected a number, got '" + w + "'");
     return v;
@@ -239,6 +245,8 @@ std::unique_ptr<Graph> parse_graph(const std::string& text) {
       try {
         node = g->add(*op, inputs, attrs);
       } catch (const Error& e) {
+        c.fail(e.what());
+      } catch (const SymbolicShapeError& e) {
         c.fail(e.what());
       }
       if (!(node->type == declared))

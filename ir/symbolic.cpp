@@ -24,6 +24,17 @@ Dim::Dim(int64_t value) {
   if (value != 0) terms_[{}] = value;
 }
 
+std::optional<int64_t> Dim::lower_bound(int64_t symbol_min) const {
+  int64_t total = 0;
+  for (const auto& [mono, coeff] : terms_) {
+    if (!mono.empty() && coeff < 0) return std::nullopt;
+    int64_t term = coeff;
+    for (size_t i = 0; i < mono.size(); ++i) term = wrap_mul(term, symbol_min);
+    total = wrap_add(total, term);
+  }
+  return total;
+}
+
 Dim Dim::symbol(int id) {
   Dim d;
   d.terms_[{id}] = 1;
@@ -244,6 +255,71 @@ Dim parse_dim(std::string_view text) {
   p.skip();
   if (p.pos != text.size()) p.fail("unexpected trailing text");
   return d;
+}
+
+}  // namespace ember
+
+namespace ember {
+
+int64_t checked_numel(std::string_view op, const std::vector<int64_t>& shape) {
+  int64_t n = 1;
+  bool overflow = false;
+  for (int64_t d : shape) {
+    if (d < 0) EMBER_THROW(Value, "[", op, "] negative dim ", d, " in shape ", shape_str(to_shape(shape)));
+    overflow = overflow || __builtin_mul_overflow(n, d, &n);
+  }
+  // A zero anywhere makes the product 0, whatever overflowed before it.
+  for (int64_t d : shape)
+    if (d == 0) return 0;
+  if (overflow)
+    EMBER_THROW(Value, "[", op, "] shape ", shape_str(to_shape(shape)), " has more elements than fit in int64");
+  return n;
+}
+
+namespace {
+thread_local FactSink* current_sink = nullptr;
+
+[[noreturn]] void fact_fails(const SymbolicFact& fact, std::vector<int> involved) {
+  if (involved.empty()) involved = fact.expr.symbols();
+  throw SymbolicShapeError(fact.why + ": cannot assume " + fact.str(), std::move(involved));
+}
+
+void assume(SymbolicFact fact, const std::vector<int>& involved) {
+  if (fact.expr.is_static()) {
+    if (!fact.holds({})) fact_fails(fact, involved);
+    return;
+  }
+  if (current_sink && !current_sink->check(fact)) fact_fails(fact, involved);
+}
+}  // namespace
+
+bool SymbolicFact::holds(const SymbolValues& values) const {
+  int64_t v = expr.evaluate(values);
+  return equal ? v == 0 : v >= 0;
+}
+
+std::string SymbolicFact::str() const {
+  return expr.str() + (equal ? " == 0" : " >= 0") + (why.empty() ? "" : " (" + why + ")");
+}
+
+ScopedFactSink::ScopedFactSink(FactSink* sink) : previous_(current_sink) { current_sink = sink; }
+ScopedFactSink::~ScopedFactSink() { current_sink = previous_; }
+
+bool surely_nonnegative(const Dim& d) {
+  // Every symbol is >= 2 (the tracer never makes sizes 0 or 1 symbolic).
+  std::optional<int64_t> low = d.lower_bound(2);
+  return low && *low >= 0;
+}
+
+void assume_nonnegative(const Dim& expr, const std::string& why, const std::vector<int>& involved) {
+  if (surely_nonnegative(expr)) return;
+  assume({expr, false, why}, involved);
+}
+
+void assume_equal(const Dim& a, const Dim& b, const std::string& why) {
+  std::vector<int> involved = a.symbols();
+  for (int s : b.symbols()) involved.push_back(s);
+  assume({a - b, true, why}, involved);
 }
 
 }  // namespace ember

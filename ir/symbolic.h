@@ -6,6 +6,8 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -25,6 +27,9 @@ class Dim {
   // The single symbol id if this dim is exactly one symbol, else -1.
   int as_symbol() const;
   std::vector<int> symbols() const;
+  // A lower bound over every value of the symbols >= `symbol_min`, known when the non-constant
+  // terms all have positive coefficients (then the value grows with each symbol).
+  std::optional<int64_t> lower_bound(int64_t symbol_min) const;
   int64_t evaluate(const SymbolValues& values) const;
 
   Dim operator+(const Dim& o) const;
@@ -56,5 +61,54 @@ std::vector<int64_t> evaluate(const Shape& s, const SymbolValues& values);
 
 // Parses "2*s0 + 3" (the output of Dim::str). Throws Error on malformed text.
 Dim parse_dim(std::string_view text);
+
+// The number of elements of a concrete shape; a Value error naming `op` when it does not fit in
+// int64 (or a dim is negative), instead of a product that silently wraps.
+int64_t checked_numel(std::string_view op, const std::vector<int64_t>& shape);
+
+// [Note: symbolic facts]
+// Shape inference over symbolic dims sometimes relies on a fact that the symbols' ranges do not
+// imply: a slice start within the dim, a pooling window that fits, two derived dims being equal,
+// an output dim that is not negative. It states the fact with assume_nonnegative/assume_equal.
+// While the tracer records an op it installs a FactSink that knows the sizes of the current call:
+// a fact that holds there becomes a guard of the trace (a call that breaks it recompiles); one
+// that does not raises SymbolicShapeError, and the tracer specialises the symbols involved, so
+// eager semantics hold at every size. Without a sink (parser, verifier, passes re-inferring a
+// traced graph) facts are taken as given: they were guarded when the graph was traced.
+struct SymbolicFact {
+  Dim expr;            // the fact: expr >= 0, or expr == 0 when `equal`
+  bool equal = false;
+  std::string why;     // what relies on it, e.g. "[slice] start within the dim"
+  bool holds(const SymbolValues& values) const;
+  std::string str() const;  // "s0 - 3 >= 0 ([slice] start within the dim)"
+  bool operator==(const SymbolicFact& o) const { return equal == o.equal && expr == o.expr; }
+};
+
+class FactSink {
+ public:
+  virtual ~FactSink() = default;
+  // Returns whether `fact` holds for the current sizes (and records it as a guard if so).
+  virtual bool check(const SymbolicFact& fact) = 0;
+};
+
+// Makes `sink` receive this thread's facts while alive.
+class ScopedFactSink {
+ public:
+  explicit ScopedFactSink(FactSink* sink);
+  ~ScopedFactSink();
+  ScopedFactSink(const ScopedFactSink&) = delete;
+  ScopedFactSink& operator=(const ScopedFactSink&) = delete;
+
+ private:
+  FactSink* previous_;
+};
+
+// Inference relies on expr >= 0. Static facts are checked here; a false fact raises
+// SymbolicShapeError naming the symbols of `expr` (or of `involved`, when given).
+void assume_nonnegative(const Dim& expr, const std::string& why, const std::vector<int>& involved = {});
+// Inference relies on a == b (see above).
+void assume_equal(const Dim& a, const Dim& b, const std::string& why);
+// True when `d` is >= 0 for every value of its symbols (each >= 2): no fact is needed.
+bool surely_nonnegative(const Dim& d);
 
 }  // namespace ember

@@ -16,15 +16,11 @@ bool is_splat(const Node* n, double v) {
   return lit.size() > 0;
 }
 
-// x + z == x for every x only when z is -0.0, and x - z == x only when z is +0.0 (IEEE:
-// -0.0 + 0.0 = +0.0 and -0.0 - (-0.0) = +0.0). For integers any zero will do.
-bool is_zero_with_sign(const Node* z, const Node* x, bool negative) {
-  if (!is_floating(x->type.dtype)) return is_splat(z, 0);
-  if (!is_splat(z, 0)) return false;
-  if (z->op == Op::Full) return std::signbit(attr_float(z->attrs, "value")) == negative;
-  for (double v : attr_literal(z->attrs, "value").floats)
-    if (std::signbit(v) != negative) return false;
-  return true;
+// Arithmetic identities (x + 0, x * 1, x ^ 1, ...) hold bit for bit only on integers: on floats
+// x + 0.0 turns -0.0 into +0.0, and every arithmetic op quiets a signalling NaN, which eager
+// does too. So they apply to integer results only; codegen makes the float ones free anyway.
+bool integer_identity(const Node* n, const Node* constant, double v) {
+  return !is_floating(n->type.dtype) && is_splat(constant, v);
 }
 
 Node* arg(Node* n, size_t i) { return n->inputs[i]; }
@@ -44,13 +40,12 @@ struct Rule {
 };
 
 const Rule kRules[] = {
-    {Op::Add, [](Node* n) { return is_zero_with_sign(arg(n, 1), arg(n, 0), true) ? arg(n, 0) : nullptr; }},   // x + -0.0 -> x
-    {Op::Add, [](Node* n) { return is_zero_with_sign(arg(n, 0), arg(n, 1), true) ? arg(n, 1) : nullptr; }},   // -0.0 + x -> x
-    {Op::Sub, [](Node* n) { return is_zero_with_sign(arg(n, 1), arg(n, 0), false) ? arg(n, 0) : nullptr; }},  // x - +0.0 -> x
-    {Op::Mul, [](Node* n) { return is_splat(arg(n, 1), 1) ? arg(n, 0) : nullptr; }},          // x * 1 -> x
-    {Op::Mul, [](Node* n) { return is_splat(arg(n, 0), 1) ? arg(n, 1) : nullptr; }},          // 1 * x -> x
-    {Op::Div, [](Node* n) { return is_splat(arg(n, 1), 1) ? arg(n, 0) : nullptr; }},          // x / 1 -> x
-    {Op::Pow, [](Node* n) { return is_splat(arg(n, 1), 1) ? arg(n, 0) : nullptr; }},          // x ^ 1 -> x
+    {Op::Add, [](Node* n) { return integer_identity(n, arg(n, 1), 0) ? arg(n, 0) : nullptr; }},  // x + 0 -> x (integers)
+    {Op::Add, [](Node* n) { return integer_identity(n, arg(n, 0), 0) ? arg(n, 1) : nullptr; }},  // 0 + x -> x (integers)
+    {Op::Sub, [](Node* n) { return integer_identity(n, arg(n, 1), 0) ? arg(n, 0) : nullptr; }},  // x - 0 -> x (integers)
+    {Op::Mul, [](Node* n) { return integer_identity(n, arg(n, 1), 1) ? arg(n, 0) : nullptr; }},  // x * 1 -> x (integers)
+    {Op::Mul, [](Node* n) { return integer_identity(n, arg(n, 0), 1) ? arg(n, 1) : nullptr; }},  // 1 * x -> x (integers)
+    {Op::Pow, [](Node* n) { return integer_identity(n, arg(n, 1), 1) ? arg(n, 0) : nullptr; }},  // x ^ 1 -> x (integers)
     {Op::Neg, [](Node* n) { return arg(n, 0)->op == Op::Neg ? arg(arg(n, 0), 0) : nullptr; }},  // -(-x) -> x
     {Op::Relu, [](Node* n) { return arg(n, 0)->op == Op::Relu ? arg(n, 0) : nullptr; }},      // relu(relu(x)) -> relu(x)
     {Op::LogicalNot, [](Node* n) {                                                             // !!x -> x (bool x)

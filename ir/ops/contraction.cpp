@@ -62,6 +62,7 @@ Dim window_out(const OpInfo& op, const Dim& size, int64_t k, int64_t s, int64_t 
   if (span.is_static() && span.value() < 0)
     EMBER_OP_ERROR(Value, op, "input size ", size.str(), " is smaller than the window (kernel ", k,
                    ", dilation ", d, ", padding ", p, ")");
+  assume_nonnegative(span, detail::concat("[", op.name, "] the window fits in the input"));
   if (!ceil_mode) return span.floor_div(s) + Dim(1);
   if (!span.is_static()) return span.floor_div(s) + Dim(1);  // s == 1 only; floor == ceil
   int64_t out = (span.value() + s - 1) / s + 1;

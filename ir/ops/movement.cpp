@@ -35,13 +35,13 @@ TensorType infer_reshape(const OpInfo& op, std::span<const TensorType> in, const
       EMBER_OP_ERROR(Value, op, "cannot infer the -1 dim of ", shape_str(target), " for ", x.str());
     if (known.is_static() && total.is_static() && total.value() % known.value() != 0)
       EMBER_OP_ERROR(Value, op, "shape ", shape_str(target), " is invalid for input ", x.str());
+    assume_nonnegative(known - Dim(1), "[reshape] the known dims have elements");
     target[infer_at] = total.exact_div(known);
   } else if (known != total) {
     if (known.is_static() && total.is_static())
       EMBER_OP_ERROR(Value, op, "shape ", shape_str(target), " is invalid for input ", x.str(),
                      " (", total.value(), " elements)");
-    throw SymbolicShapeError(detail::concat("[reshape] cannot prove ", known.str(), " == ", total.str()),
-                             (known + total).symbols());
+    assume_equal(known, total, "[reshape] element counts equal");
   }
   return {x.dtype, target};
 }
@@ -88,8 +88,7 @@ TensorType infer_expand(const OpInfo& op, std::span<const TensorType> in, const 
       if (src.is_static() && target[i].is_static())
         EMBER_OP_ERROR(Value, op, "cannot expand ", x.str(), " to ", shape_str(attr_shape(attrs, "shape")),
                        " (dim ", i, ": ", src.str(), " is neither 1 nor ", target[i].str(), ")");
-      throw SymbolicShapeError(detail::concat("[expand] cannot prove ", src.str(), " == ", target[i].str()),
-                               (src + target[i]).symbols());
+      assume_equal(src, target[i], "[expand] the expanded dim keeps its size");
     }
   }
   return {x.dtype, target};
@@ -115,10 +114,13 @@ TensorType infer_slice(const OpInfo& op, std::span<const TensorType> in, const A
   if (n.is_static()) {
     out[axis] = Dim(slice_length(n.value(), start, end, step));
   } else if (step == 1 && end == kToEnd && start >= 0) {
-    out[axis] = n - Dim(start);  // symbolic dims are assumed larger than the constant start
+    assume_nonnegative(n - Dim(start), "[slice] start within the dim");
+    out[axis] = n - Dim(start);
   } else if (step == 1 && end == kToEnd && start < 0) {
+    assume_nonnegative(n + Dim(start), "[slice] negative start within the dim");
     out[axis] = Dim(-start);
   } else if (step == 1 && start >= 0 && end < 0) {
+    assume_nonnegative(n + Dim(end - start), "[slice] end after start");
     out[axis] = n + Dim(end - start);
   } else {
     throw SymbolicShapeError(detail::concat("[slice] symbolic dim ", n.str(), " with start ", start,

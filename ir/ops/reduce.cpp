@@ -18,6 +18,8 @@ TensorType infer_reduction(const OpInfo& op, std::span<const TensorType> in, con
     bool reduced = std::find(axes.begin(), axes.end(), i) != axes.end();
     if (reduced && needs_elements && x.shape[i] == Dim(0))
       EMBER_OP_ERROR(Value, op, "cannot reduce over a zero-size dim (axis ", i, " of ", x.str(), ")");
+    if (reduced && needs_elements)
+      assume_nonnegative(x.shape[i] - Dim(1), detail::concat("[", op.name, "] the reduced dim has elements"));
     if (!reduced) shape.push_back(x.shape[i]);
     else if (keepdim) shape.push_back(Dim(1));
   }

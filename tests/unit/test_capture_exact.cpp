@@ -1,0 +1,294 @@
+// Capture and replay are exact: one test per class of bug that expert users found (issue: a
+// sound core). Each compares compiled with eager bit for bit, on every call.
+#include <ember/ember.h>
+
+#include <bit>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "tests/catch.h"
+
+using namespace ember;
+
+namespace {
+
+// Same dtype, shape and bytes (so -0.0 differs from 0.0 and NaN payloads count).
+bool same_bits(const Tensor& a, const Tensor& b) {
+  if (a.defined() != b.defined()) return false;
+  if (!a.defined()) return true;
+  const Array x = a.array().contiguous(), y = b.array().contiguous();
+  if (x.dtype() != y.dtype() || x.shape() != y.shape()) return false;
+  return std::memcmp(x.data(), y.data(), x.numel() * itemsize(x.dtype())) == 0;
+}
+bool same_bits(const std::vector<Tensor>& a, const std::vector<Tensor>& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i)
+    if (!same_bits(a[i], b[i])) return false;
+  return true;
+}
+
+Tensor floats(std::vector<double> v) { return from_vector(v, {static_cast<int64_t>(v.size())}, DType::Float32); }
+
+// A float32 tensor holding these exact bit patterns (a signalling NaN survives).
+Tensor float_bits(std::vector<uint32_t> bits) {
+  Array a = Array::empty(DType::Float32, {static_cast<int64_t>(bits.size())});
+  std::memcpy(a.data(), bits.data(), bits.size() * 4);
+  return Tensor(a);
+}
+
+constexpr uint32_t kSignallingNaN = 0x7f800001u, kQuietPayloadNaN = 0x7fc00123u, kMinusZero = 0x80000000u;
+
+}  // namespace
+
+TEST_CASE("aliased arguments: f(a, a) then f(b, c)", "[compile][identity]") {
+  auto attn = [](const Tensor& q, const Tensor& k, const Tensor& v) {
+    return matmul(softmax(matmul(q, k.t()), -1), v) + q;
+  };
+  auto f = compile(attn);
+  Tensor x = uniform({4, 8}, 1), q = uniform({4, 8}, 2), k = uniform({4, 8}, 3), v = uniform({4, 8}, 4);
+  CHECK(same_bits(f(x, x, x), attn(x, x, x)));
+  CHECK(same_bits(f(q, k, v), attn(q, k, v)));
+  CHECK(same_bits(f(q, q, v), attn(q, q, v)));
+  CHECK(same_bits(f(x, x, x), attn(x, x, x)));
+  auto two = compile([](const Tensor& a, const Tensor& b) { return a - b; });
+  CHECK(same_bits(two(q, q), q - q));
+  CHECK(same_bits(two(q, k), q - k));
+}
+
+TEST_CASE("a captured tensor also passed as an argument stays the captured one", "[compile][identity]") {
+  Tensor w = uniform({3, 3}, 7);
+  auto fn = [&](const Tensor& x) { return x * w + x; };
+  auto f = compile(fn);
+  Tensor y = uniform({3, 3}, 8);
+  CHECK(same_bits(f(w), fn(w)));
+  CHECK(same_bits(f(y), fn(y)));
+  CHECK(same_bits(f(w), fn(w)));
+  // the same with dynamic shapes and a break in the middle
+  auto g = compile([&](const Tensor& x) {
+    Tensor s = x.sum();
+    return x * w * s.item<double>();
+  }, Options{.dynamic = true});
+  CHECK(same_bits(g(w), w * w * w.sum().item<double>()));
+  CHECK(same_bits(g(y), y * w * y.sum().item<double>()));
+}
+
+TEST_CASE("outputs by position: duplicates, arguments, captured, views, undefined", "[compile][identity]") {
+  Tensor w = uniform({2, 3}, 9);
+  auto fn = [&](const Tensor& x, const Tensor& v) -> std::vector<Tensor> {
+    Tensor t = v * 2.0;
+    return {t, t, x + 1.0, v, x, w, reshape(x, {6}), t, Tensor(), x.t()};
+  };
+  auto f = compile(fn);
+  for (int call = 0; call < 3; ++call) {
+    Tensor x = uniform({2, 3}, 10 + call), v = uniform({2, 3}, 20 + call);
+    std::vector<Tensor> got = f(x, v), want = fn(x, v);
+    REQUIRE(got.size() == want.size());
+    for (size_t i = 0; i < got.size(); ++i) {
+      INFO("output " << i << " call " << call);
+      CHECK(same_bits(got[i], want[i]));
+    }
+    // an argument returned as-is is the caller's own tensor, as in eager
+    CHECK(got[3].impl() == v.impl());
+    CHECK(got[4].impl() == x.impl());
+    CHECK(!got[8].defined());
+  }
+  // the same tensor as two arguments and returned twice
+  auto g = compile([](const Tensor& a, const Tensor& b) { return std::vector<Tensor>{b, a, a + b, b}; });
+  Tensor a = uniform({2}, 1), b = uniform({2}, 2);
+  auto r1 = g(a, a);
+  CHECK(same_bits(r1[2], a + a));
+  auto r2 = g(a, b);
+  CHECK(r2[0].impl() == b.impl());
+  CHECK(r2[1].impl() == a.impl());
+  CHECK(same_bits(r2[2], a + b));
+  CHECK(r2[3].impl() == b.impl());
+}
+
+TEST_CASE("symbolic ranges: slices and windows hold eager semantics at every size", "[compile][dynamic]") {
+  auto tail = [](const Tensor& x) { return slice(x, 0, -3) * 2.0; };
+  auto head = [](const Tensor& x) { return slice(x, 0, 3) + 1.0; };
+  auto trim = [](const Tensor& x) { return slice(x, 0, 1, -2) - 1.0; };
+  for (std::optional<bool> dynamic : {std::optional<bool>(), std::optional<bool>(true), std::optional<bool>(false)}) {
+    auto ft = compile(tail, Options{.dynamic = dynamic});
+    auto fh = compile(head, Options{.dynamic = dynamic});
+    auto fm = compile(trim, Options{.dynamic = dynamic});
+    for (int64_t n : {8, 9, 3, 2, 8, 4, 5, 2, 9}) {
+      Tensor x = uniform({n, 2}, n);
+      INFO("size " << n);
+      CHECK(same_bits(ft(x), tail(x)));
+      CHECK(same_bits(fh(x), head(x)));
+      CHECK(same_bits(fm(x), trim(x)));
+    }
+  }
+  // pooling: the window must fit; below that, eager's own error
+  auto pool = [](const Tensor& x) { return max_pool2d(x, {3, 3}, {1, 1}); };
+  auto fp = compile(pool, Options{.dynamic = true});
+  CHECK(same_bits(fp(uniform({1, 1, 6, 6}, 1)), pool(uniform({1, 1, 6, 6}, 1))));
+  CHECK(same_bits(fp(uniform({1, 1, 3, 3}, 2)), pool(uniform({1, 1, 3, 3}, 2))));
+  std::string eager_msg, compiled_msg;
+  try { pool(uniform({1, 1, 2, 2}, 3)); } catch (const Error& e) { eager_msg = e.what(); }
+  try { fp(uniform({1, 1, 2, 2}, 3)); } catch (const Error& e) { compiled_msg = e.what(); }
+  CHECK(!eager_msg.empty());
+  CHECK(compiled_msg == eager_msg);
+  // a derived dim (s0 - 3) that reaches zero: max over it is eager's error, sum is empty
+  auto reduce = [](const Tensor& x) { return slice(x, 1, 3).sum({1}); };
+  auto fr = compile(reduce, Options{.dynamic = true});
+  for (int64_t n : {6, 4, 3, 2, 7}) CHECK(same_bits(fr(uniform({2, n}, n)), reduce(uniform({2, n}, n))));
+  auto rmax = [](const Tensor& x) { return slice(x, 1, 3).max({1}); };
+  auto fx = compile(rmax, Options{.dynamic = true});
+  CHECK(same_bits(fx(uniform({2, 6}, 1)), rmax(uniform({2, 6}, 1))));
+  CHECK_THROWS_AS(rmax(uniform({2, 3}, 1)), Error);
+  CHECK_THROWS_AS(fx(uniform({2, 3}, 1)), Error);
+  CHECK(same_bits(fx(uniform({2, 5}, 1)), rmax(uniform({2, 5}, 1))));
+}
+
+TEST_CASE("symbolic facts are guards named in the report", "[compile][dynamic][guards]") {
+  auto f = compile([](const Tensor& x) { return slice(x, 0, 3); }, Options{.dynamic = true});
+  f(uniform({8}, 1));
+  std::vector<std::string> guards = f.report().guards;
+  CHECK(std::find(guards.begin(), guards.end(), "s0 - 3 >= 0 ([slice] start within the dim)") != guards.end());
+  f(uniform({2}, 1));  // breaks the fact: a recompile, specialised
+  REQUIRE(f.report().recompiles.size() == 1);
+  CHECK(f.report().recompiles[0].guard.find("s0 - 3 >= 0") != std::string::npos);
+}
+
+TEST_CASE("scalar arguments are guarded by bit pattern and C++ type", "[compile][guards]") {
+  int traces = 0;
+  auto f = compile([&](const Tensor& x, double s) {
+    ++traces;
+    return x * s;
+  });
+  Tensor x = floats({1.0, -2.0});
+  CHECK(same_bits(f(x, 0.0), x * 0.0));
+  CHECK(same_bits(f(x, -0.0), x * -0.0));
+  CHECK(traces == 2);
+  double nan = std::numeric_limits<double>::quiet_NaN();
+  CHECK(same_bits(f(x, nan), x * nan));
+  CHECK(same_bits(f(x, nan), x * nan));
+  CHECK(traces == 3);  // the same NaN replays
+  double other_nan = std::bit_cast<double>(std::bit_cast<uint64_t>(nan) | 1);
+  CHECK(same_bits(f(x, other_nan), x * other_nan));
+  CHECK(traces == 4);
+
+  auto generic = [](const Tensor& t, auto s) {
+    if constexpr (std::is_same_v<decltype(s), float>) return t + 100.0;
+    else return t + s;
+  };
+  auto g = compile(generic);
+  CHECK(same_bits(g(x, 0.5f), generic(x, 0.5f)));
+  CHECK(same_bits(g(x, 0.5), generic(x, 0.5)));
+  CHECK(same_bits(g(x, 0.5f), generic(x, 0.5f)));
+  CHECK(same_bits(g(x, 1), generic(x, 1)));
+  CHECK(same_bits(g(x, int64_t(1)), generic(x, int64_t(1))));
+}
+
+TEST_CASE("passes are bit-exact on -0.0 and NaN payloads", "[compile][passes]") {
+  Tensor x = float_bits({kMinusZero, kSignallingNaN, kQuietPayloadNaN, 0x3f800000u});
+  auto check = [&](auto fn) {
+    auto f = compile(fn);
+    CHECK(same_bits(f(x), fn(x)));
+    CHECK(same_bits(f(x), fn(x)));
+  };
+  check([](const Tensor& t) { return t + zeros({}, DType::Int64); });
+  check([](const Tensor& t) { return t + zeros({}, DType::Float32); });
+  check([](const Tensor& t) { return t - zeros({}, DType::Float32); });
+  check([](const Tensor& t) { return t + full({}, -0.0, DType::Float32); });
+  check([](const Tensor& t) { return pow(t, 1.0); });
+  check([](const Tensor& t) { return t * 1.0; });
+  check([](const Tensor& t) { return 1.0 * t; });
+  check([](const Tensor& t) { return t / 1.0; });
+  check([](const Tensor& t) { return neg(neg(t)); });
+  // CSE must keep constants that differ only in sign or NaN payload
+  check([](const Tensor& t) {
+    return std::vector<Tensor>{t * full({4}, -0.0), t.sum() * full({4}, 0.0), t * full({4}, 0.0)};
+  });
+  check([](const Tensor& t) {
+    Tensor a = float_bits({kQuietPayloadNaN}), b = float_bits({0x7fc00000u});
+    return std::vector<Tensor>{a + t, b + t};
+  });
+  double payload = std::bit_cast<double>(uint64_t{0x7ff8000000000123});
+  check([&](const Tensor& t) {
+    return std::vector<Tensor>{full({4}, payload) + 1.0, full({4}, std::numeric_limits<double>::quiet_NaN()) + 1.0};
+  });
+}
+
+TEST_CASE("ember's internal shape signal never reaches a user's catch of ember::Error", "[compile][dynamic]") {
+  auto fn = [](const Tensor& x) {
+    try {
+      return slice(x, 0, 3) * 2.0;
+    } catch (const Error&) {
+      return x * 100.0;  // a user's fallback: must not run when eager would not
+    }
+  };
+  auto f = compile(fn, Options{.dynamic = true});
+  for (int64_t n : {8, 2, 5, 2}) CHECK(same_bits(f(uniform({n}, n)), fn(uniform({n}, n))));
+}
+
+TEST_CASE("sizes that overflow int64 are a clear error, eager and compiled", "[compile][errors]") {
+  auto fn = [](const Tensor& x) { return expand(x, {int64_t(1) << 32, int64_t(1) << 32}).sum(); };
+  Tensor one = ones({1, 1});
+  std::string eager_msg;
+  try { fn(one); } catch (const Error& e) { eager_msg = e.what(); }
+  CHECK(eager_msg.find("more elements than fit in int64") != std::string::npos);
+  auto f = compile(fn);
+  CHECK_THROWS_WITH(f(one), Catch::Contains("more elements than fit in int64"));
+  CHECK_THROWS_AS(ones({int64_t(1) << 40, int64_t(1) << 40}), Error);
+}
+
+TEST_CASE("errors under dynamic shapes name this call's sizes, as eager does", "[compile][errors][dynamic]") {
+  auto fn = [](const Tensor& a, const Tensor& b) { return matmul(a, b); };
+  auto f = compile(fn, Options{.dynamic = true});
+  f(uniform({6, 4}, 1), uniform({4, 5}, 2));
+  std::string eager_msg, compiled_msg;
+  try { fn(uniform({6, 4}, 1), uniform({3, 5}, 2)); } catch (const Error& e) { eager_msg = e.what(); }
+  try { f(uniform({6, 4}, 1), uniform({3, 5}, 2)); } catch (const Error& e) { compiled_msg = e.what(); }
+  CHECK(eager_msg.find("[6, 4] @ [3, 5]") != std::string::npos);
+  CHECK(compiled_msg == eager_msg);
+  // each op raises its own message, never one from an internal allocation
+  auto g = compile([](const Tensor& x) { return avg_pool2d(x, {4, 4}); }, Options{.dynamic = true});
+  g(uniform({1, 1, 8, 8}, 1));
+  CHECK_THROWS_WITH(g(uniform({1, 1, 3, 3}, 1)), Catch::StartsWith("[avg_pool2d]"));
+}
+
+TEST_CASE("a moved-from compiled function raises a clear error", "[compile][errors]") {
+  auto f = compile([](const Tensor& x) { return x + 1.0; });
+  auto g = std::move(f);
+  CHECK(same_bits(g(ones({2})), ones({2}) + 1.0));
+  CHECK_THROWS_WITH(f(ones({2})), Catch::Contains("moved from"));  // NOLINT: use after move is the test
+  CHECK_THROWS_AS(f.report(), Error);
+}
+
+TEST_CASE("break-y functions reuse segments: item() values enter as inputs", "[compile][breaks]") {
+  auto fn = [](const Tensor& x) {
+    double m = x.max().item<double>();
+    int64_t n = argmax(x).item<int64_t>();
+    return (x - m) * n + m;
+  };
+  auto f = compile(fn);
+  for (int call = 0; call < 20; ++call) {
+    Tensor x = uniform({16}, 100 + call);
+    CHECK(same_bits(f(x), fn(x)));
+  }
+  Report r = f.report();
+  REQUIRE(r.graph_count() >= 2);
+  for (const GraphInfo& g : r.graphs) CHECK(g.cache_hit);
+  CHECK(r.segment_evictions == 0);
+}
+
+TEST_CASE("the segment cache is bounded and counts evictions", "[compile][breaks]") {
+  auto fn = [](const Tensor& x) {
+    double m = x.max().item<double>();
+    return x * (m * 3.0);  // a value made from the read: a new constant, so a new graph, each call
+  };
+  auto f = compile(fn, Options{.segment_cache_limit = 4});
+  for (int call = 0; call < 12; ++call) {
+    Tensor x = uniform({8}, 200 + call);
+    CHECK(same_bits(f(x), fn(x)));
+  }
+  Report r = f.report();
+  CHECK(r.segment_evictions >= 7);
+  CHECK(r.text().find("evicted") != std::string::npos);
+  CHECK(r.json().find("\"segment_evictions\": ") != std::string::npos);
+  CHECK_THROWS_AS(compile(fn, Options{.segment_cache_limit = 0}), Error);
+}
