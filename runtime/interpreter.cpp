@@ -28,6 +28,8 @@ Array run_op(Op op, const Attrs& attrs, std::span<const Array> inputs, const Ten
   kernels::Kernel kernel = kernel_table()[static_cast<size_t>(op)];
   EMBER_CHECK(kernel != nullptr, "the interpreter has no kernel for '", op_name(op), "'");
   kernels::Call call{op, attrs, inputs, out.dtype, evaluate(out.shape, symbols), symbols};
+  // Symbolic sizes are evaluated here: an overflow is the op's error, as in eager.
+  checked_numel(op_name(op), call.shape);
   return kernel(call);
 }
 
