@@ -16,6 +16,10 @@ namespace ember::sweep {
 // tests/unit/test_regressions.cpp keeps a small case for each.
 const std::vector<ExpectedFailure> kExpectedFailures = {};
 
+void unlisted(Op op, const char* where) {
+  throw std::logic_error("the sweep's " + std::string(where) + " has no case for op '" + op_text(op) + "'");
+}
+
 namespace {
 
 bool expected_to_fail(const std::string& op, DType dt) {
@@ -143,7 +147,7 @@ std::vector<double> read(const Array& a) {
 }
 
 // Runs one case; appends a message to `out.failures` for each way it went wrong.
-void run_case(const Case& c, const std::string& header, Outcome& out) {
+void run_case(const Case& c, const std::string& header, Outcome& out, int index) {
   ++out.cases;
   std::string context = header + (c.note.empty() ? "" : " {" + c.note + "}");
   for (size_t i = 0; i < c.inputs.size(); ++i)
@@ -166,6 +170,7 @@ void run_case(const Case& c, const std::string& header, Outcome& out) {
     y = c.call(args);
   } catch (const Error& err) {
     check_inputs();
+    check_compiled(c, args, nullptr, err.kind(), index, fail);
     if (e.error && err.kind() == *e.error) return;
     fail(std::string("threw ember::Error(") + kind_name(err.kind()) + "): " + err.what() +
          (e.error ? std::string(" (expected kind ") + kind_name(*e.error) + ")" : ""));
@@ -175,6 +180,7 @@ void run_case(const Case& c, const std::string& header, Outcome& out) {
     return;
   }
   check_inputs();
+  check_compiled(c, args, &y, std::nullopt, index, fail);
   if (e.error) {
     fail(std::string("expected ember::Error(") + kind_name(*e.error) + "), got a result");
     return;
@@ -262,7 +268,7 @@ void sweep_op(const Spec& s, DType dt) {
     Gen g(seed, i);
     Case c = s.build(s.op, dt, g);
     std::string variant = c.variant.empty() ? name : c.variant;
-    run_case(c, header(variant, dt, i, seed), outcomes[variant]);
+    run_case(c, header(variant, dt, i, seed), outcomes[variant], i);
   }
   for (const auto& [variant, outcome] : outcomes)
     report(variant, dt, outcome, variant == name ? std::min(count, kCases) / 2 : 0);

@@ -47,6 +47,10 @@ struct ExpectedFailure {
 };
 extern const std::vector<ExpectedFailure> kExpectedFailures;
 
+// A case builder's switch over ops ends here: an op it does not list fails the sweep instead
+// of being tested as some other op.
+[[noreturn]] void unlisted(Op op, const char* where);
+
 // ---- names and seeds (sweep.cpp)
 
 std::string dname(DType t);
@@ -152,6 +156,11 @@ struct Case {
   std::string note;     // attributes, for messages
   std::string variant;  // a sub-case with its own failure entry
   std::function<Tensor(const std::vector<Tensor>&)> call;
+  // The op alone, for the compiled run, where `call` also reads its result (random ops check
+  // their statistics); unset: `call` itself.
+  std::function<Tensor(const std::vector<Tensor>&)> traced;
+  // Why the case cannot run through compile(); unset: it must.
+  const char* not_compiled = nullptr;
   std::function<Expected()> expect;
   bool shares_storage = false;  // a view of input 0
 };
@@ -165,7 +174,12 @@ struct Outcome {
 };
 
 // Runs one case; appends a message to `out.failures` for each way it went wrong.
-void run_case(const Case& c, const std::string& header, Outcome& out);
+void run_case(const Case& c, const std::string& header, Outcome& out, int index = 0);
+
+// Runs the case through compile() and compares with eager's result or error (sweep_compiled.cpp).
+void check_compiled(const Case& c, const std::vector<Tensor>& args, const Tensor* eager,
+                    std::optional<ErrorKind> eager_error, int index,
+                    const std::function<void(const std::string&)>& fail);
 
 // Reports one (op, dtype) outcome through Catch, honouring the expected-failure table.
 void report(const std::string& op, DType dt, const Outcome& o, int min_cases);

@@ -169,7 +169,7 @@ double ew_ref(Op op, const std::vector<double>& a, bool integer, int variant) {
       return std::min(std::max(x, a[1]), a[2]);
     }
     default:
-      return ref::kNaN;
+      unlisted(op, "elementwise reference");
   }
 }
 

@@ -30,6 +30,7 @@ double machine_eps(DType t) {
 }  // namespace
 
 Case softmax_case(Op op, DType dt, Gen& g) {
+  if (op != Op::Softmax && op != Op::LogSoftmax) unlisted(op, "softmax cases");
   Case c;
   Ints shape = g.case_shape();
   int64_t rank = static_cast<int64_t>(shape.size());
@@ -49,6 +50,7 @@ Case softmax_case(Op op, DType dt, Gen& g) {
 }
 
 Case norm_case(Op op, DType dt, Gen& g) {
+  if (op != Op::LayerNorm && op != Op::RmsNorm) unlisted(op, "norm cases");
   Case c;
   bool rms = op == Op::RmsNorm;
   Ints shape = g.case_shape();

@@ -139,6 +139,7 @@ Case conv2d_case(Op, DType dt, Gen& g) {
 }
 
 Case pool_case(Op op, DType dt, Gen& g) {
+  if (op != Op::MaxPool2d && op != Op::AvgPool2d && op != Op::AdaptiveAvgPool2d) unlisted(op, "pool cases");
   Case c;
   bool is_max = op == Op::MaxPool2d, adaptive = op == Op::AdaptiveAvgPool2d;
   ref::Pool p{};

@@ -45,4 +45,23 @@ TEST_CASE("op sweep: the table covers every op of ir/ops.def", "[sweep]") {
       specs().size(), supported, total - supported, kExpectedFailures.size());
 }
 
+TEST_CASE("op sweep: a builder given an op it does not list fails instead of testing another op",
+          "[sweep]") {
+  // The builders that serve several ops switch over them; handed an op they do not list, they
+  // must throw rather than fall through to one of their own.
+  const Builder shared[] = {&reduction, &view_case, &movement_case, &softmax_case, &norm_case, &pool_case};
+  for (Builder build : shared) {
+    Op stranger = Op::Add;
+    auto run = [&] {
+      Gen g(1, 3);
+      Case c = build(stranger, DType::Float32, g);
+      std::vector<Tensor> args;
+      for (const Input& in : c.inputs) args.push_back(in.tensor);
+      c.expect();
+      c.call(args);
+    };
+    CHECK_THROWS_AS(run(), std::logic_error);
+  }
+}
+
 }  // namespace ember::sweep

@@ -156,7 +156,7 @@ Case view_case(Op op, DType dt, Gen& g) {
       };
       break;
     }
-    default: {  // flatten
+    case Op::Flatten: {
       int64_t start = axis_in(rank), end = axis_in(rank);
       if (ref::norm_axis(start, rank) > ref::norm_axis(end, rank)) std::swap(start, end);
       c.note = "start=" + std::to_string(start) + " end=" + std::to_string(end);
@@ -170,7 +170,10 @@ Case view_case(Op op, DType dt, Gen& g) {
         out.insert(out.end(), shape.begin() + e + 1, shape.end());
         return result(dt, {out, x.v});
       };
+      break;
     }
+    default:
+      unlisted(op, "view cases");
   }
   return c;
 }
@@ -264,7 +267,7 @@ Case movement_case(Op op, DType dt, Gen& g) {
       c.expect = [=] { return result(dt, ref::gather(x, na, idx)); };
       return c;
     }
-    default: {  // embedding
+    case Op::Embedding: {
       int64_t rows = g.integer(1, 6), dim = g.index() == 2 ? 0 : g.integer(1, 5);
       Ints ishape = g.case_shape(3);
       Ref idx{ishape, {}};
@@ -277,6 +280,8 @@ Case movement_case(Op op, DType dt, Gen& g) {
       c.expect = [=] { return result(dt, ref::embedding(w, idx)); };
       return c;
     }
+    default:
+      unlisted(op, "movement cases");
   }
 }
 

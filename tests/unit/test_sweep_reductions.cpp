@@ -31,8 +31,10 @@ ref::Reduce reduce_kind(Op op) {
       return ref::Reduce::Var;
     case Op::Std:
       return ref::Reduce::Std;
-    default:
+    case Op::LogSumExp:
       return ref::Reduce::LogSumExp;
+    default:
+      unlisted(op, "reduction kinds");
   }
 }
 
@@ -80,8 +82,10 @@ Case reduction(Op op, DType dt, Gen& g) {
         return var(t[0], axes, correction, keepdim);
       case Op::Std:
         return ember::std(t[0], axes, correction, keepdim);
-      default:
+      case Op::LogSumExp:
         return logsumexp(t[0], axes, keepdim);
+      default:
+        unlisted(op, "reduction calls");
     }
   };
   c.expect = [=] {
@@ -102,9 +106,14 @@ Case reduction(Op op, DType dt, Gen& g) {
       case Op::Min:
         e.dtype = dt;
         break;
-      default:
+      case Op::Mean:
+      case Op::Var:
+      case Op::Std:
+      case Op::LogSumExp:
         e.dtype = is_int ? DType::Float32 : dt;
         break;
+      default:
+        unlisted(op, "reduction dtypes");
     }
     bool needs_elements = op == Op::Max || op == Op::Min || op == Op::ArgMax || op == Op::ArgMin;
     for (int64_t a = 0; a < rank; ++a) {

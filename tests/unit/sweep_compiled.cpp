@@ -1,0 +1,84 @@
+// The op sweep through compile(): every case also runs as a compiled function (fullgraph, so a
+// break is an error), static on even cases and dynamic=true on odd ones, called twice (a trace,
+// then a replay). The compiled result must equal eager's bit for bit (the passes are exact and
+// the backend is the interpreter), or raise an error of the same kind; and a compiled graph
+// must really have run.
+#include <cstring>
+
+#include <ember/ember.h>
+
+#include "tests/unit/sweep.h"
+
+namespace ember::sweep {
+
+namespace {
+
+// Calls `f` with the case's tensors as separate arguments, so each is a graph input.
+template <class F>
+Tensor call_spread(F& f, const std::vector<Tensor>& a) {
+  switch (a.size()) {
+    case 0: return f();
+    case 1: return f(a[0]);
+    case 2: return f(a[0], a[1]);
+    case 3: return f(a[0], a[1], a[2]);
+    case 4: return f(a[0], a[1], a[2], a[3]);
+    case 5: return f(a[0], a[1], a[2], a[3], a[4]);
+  }
+  throw std::logic_error("the sweep has a case with more than 5 inputs: extend call_spread");
+}
+
+bool same_bits(const Array& x, const Array& y) {
+  if (x.dtype() != y.dtype() || x.shape() != y.shape()) return false;
+  Array a = x.contiguous(), b = y.contiguous();
+  return std::memcmp(a.data(), b.data(), a.numel() * itemsize(a.dtype())) == 0;
+}
+
+}  // namespace
+
+void check_compiled(const Case& c, const std::vector<Tensor>& args, const Tensor* eager,
+                    std::optional<ErrorKind> eager_error, int index, const std::function<void(const std::string&)>& fail) {
+  if (c.not_compiled) return;
+  bool dynamic = index % 2 == 1;
+  std::string how = dynamic ? "compiled (dynamic=true)" : "compiled (static)";
+  Tensor traced_eager;
+  if (c.traced && !eager_error) {
+    traced_eager = c.traced(args);
+    eager = &traced_eager;
+  }
+  const auto& op = c.traced ? c.traced : c.call;
+  auto body = [&](const auto&... xs) { return op({xs...}); };
+  auto f = compile(body, Options{.fullgraph = true, .dynamic = dynamic});
+  for (int call = 0; call < 2; ++call) {
+    std::string when = how + (call == 0 ? ", first call" : ", replay");
+    Tensor y;
+    try {
+      y = call_spread(f, args);
+    } catch (const Error& err) {
+      if (eager_error && err.kind() == *eager_error) continue;
+      fail(when + " threw ember::Error(" + kind_name(err.kind()) + "): " + err.what() +
+           (eager_error ? std::string(", eager threw kind ") + kind_name(*eager_error) : ", eager did not throw"));
+      return;
+    } catch (const std::exception& err) {
+      fail(when + " threw a non-ember exception: " + err.what());
+      return;
+    }
+    if (eager_error) {
+      fail(when + " returned a result where eager threw ember::Error(" + kind_name(*eager_error) + ")");
+      return;
+    }
+    if (!same_bits(y.array(), eager->array())) {
+      fail(when + " differs from eager: " + y.array().str(8) + " vs " + eager->array().str(8));
+      return;
+    }
+  }
+  if (eager_error) return;
+  // A compiled graph ran, unless the result is an input itself (a view that changes nothing).
+  Report r = f.report();
+  bool is_input = false;
+  for (const Tensor& a : args) is_input = is_input || a.array().storage() == eager->array().storage();
+  if (r.graph_count() != 1 && !(r.graph_count() == 0 && is_input))
+    fail(how + " ran " + std::to_string(r.graph_count()) + " graphs, expected 1");
+  if (r.graph_break_count() != 0) fail(how + " broke the graph");
+}
+
+}  // namespace ember::sweep
