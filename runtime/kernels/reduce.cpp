@@ -74,9 +74,10 @@ double reduce_float(Op op, const std::vector<double>& v, const Attrs& attrs) {
       mean /= static_cast<double>(n);
       double ss = 0;
       for (double x : v) ss += (x - mean) * (x - mean);
-      double denom = static_cast<double>(n) - attr_float(attrs, "correction");
-      double var = denom <= 0 ? std::numeric_limits<double>::quiet_NaN() : ss / denom;
-      if (n == 0) var = std::numeric_limits<double>::quiet_NaN();
+      // PyTorch divides by max(0, n - correction): inf past the last degree of freedom, NaN
+      // when every deviation is 0 (n <= 1).
+      double denom = std::max(0.0, static_cast<double>(n) - attr_float(attrs, "correction"));
+      double var = ss / denom;
       return op == Op::Var ? var : std::sqrt(var);
     }
     case Op::LogSumExp: {
