@@ -66,7 +66,7 @@ void TraceContext::specialise(const Dim& dim, int64_t value) {
     config::log("guards", "specialised " + dim.str() + " == " + std::to_string(value) + " (a size used as an integer)");
 }
 
-Node* TraceContext::node_for(const Tensor& t) {
+Value TraceContext::node_for(const Tensor& t) {
   TensorImpl* impl = t.impl().get();
   if (!impl) EMBER_THROW(Value, "[compile] an undefined tensor was used");
   if (impl->poisoned) EMBER_THROW(Value, "[compile] a tensor from a trace that failed was used");
@@ -74,7 +74,7 @@ Node* TraceContext::node_for(const Tensor& t) {
     if (impl->ctx != this)
       EMBER_THROW(Value, "[compile] a traced tensor from another compiled call was used here; "
                          "return it from that function instead of storing it");
-    return impl->node;
+    return {impl->node, impl->output};
   }
   auto known = segment_inputs_.find(impl);
   if (known != segment_inputs_.end()) return known->second;
@@ -97,16 +97,27 @@ Node* TraceContext::node_for(const Tensor& t) {
 }
 
 Tensor TraceContext::record(Op op, const std::vector<Tensor>& inputs, Attrs attrs) {
-  std::vector<Node*> nodes;
-  for (const Tensor& t : inputs) nodes.push_back(node_for(t));
-  Node* node = graph_->add(op, std::move(nodes), std::move(attrs));
-  auto impl = std::make_shared<TensorImpl>();
-  impl->ctx = this;
-  impl->node = node;
-  impl->type = node->type;
-  produced_.push_back(impl);
-  all_produced_.push_back(impl);
-  return Tensor(impl);
+  EMBER_CHECK(!op_info(op).multi_output(), "record of the multi-output op '", op_name(op), "'");
+  return record_multi(op, inputs, std::move(attrs))[0];
+}
+
+std::vector<Tensor> TraceContext::record_multi(Op op, const std::vector<Tensor>& inputs,
+                                               Attrs attrs) {
+  std::vector<Value> values;
+  for (const Tensor& t : inputs) values.push_back(node_for(t));
+  Node* node = graph_->add(op, std::move(values), std::move(attrs));
+  std::vector<Tensor> out;
+  for (int i = 0; i < node->num_outputs(); ++i) {
+    auto impl = std::make_shared<TensorImpl>();
+    impl->ctx = this;
+    impl->node = node;
+    impl->output = i;
+    impl->type = node->types[i];
+    produced_.push_back(impl);
+    all_produced_.push_back(impl);
+    out.emplace_back(impl);
+  }
+  return out;
 }
 
 void TraceContext::graph_break(const std::string& category, const std::string& reason,
@@ -131,7 +142,7 @@ void TraceContext::flush(const std::vector<Tensor>& outputs) {
   for (auto& weak : produced_)
     if (auto impl = weak.lock())
       if (impl->is_traced() && std::find(live.begin(), live.end(), impl) == live.end()) live.push_back(impl);
-  for (auto& impl : live) graph_->outputs().push_back(impl->node);
+  for (auto& impl : live) graph_->outputs().push_back({impl->node, impl->output});
   ++segments_;
   if (graph_->outputs().empty()) {
     last_exec_ = nullptr;
@@ -156,10 +167,11 @@ void TraceContext::finish(const std::vector<Tensor>& outputs) {
   flush(outputs);
 }
 
-Tensor apply(Op op, const std::vector<Tensor>& inputs, Attrs attrs) {
-  if (TraceContext* ctx = TraceContext::current()) return ctx->record(op, inputs, std::move(attrs));
-  std::vector<TensorType> types;
-  std::vector<Array> arrays;
+namespace {
+
+// The arrays of eager inputs and their types; rejects undefined and stale traced tensors.
+void eager_inputs(Op op, const std::vector<Tensor>& inputs, std::vector<Array>& arrays,
+                  std::vector<TensorType>& types) {
   for (const Tensor& t : inputs) {
     if (!t.defined()) EMBER_THROW(Value, "[", op_name(op), "] an input tensor is undefined");
     if (t.impl()->poisoned || t.impl()->is_traced())
@@ -167,8 +179,29 @@ Tensor apply(Op op, const std::vector<Tensor>& inputs, Attrs attrs) {
     arrays.push_back(t.impl()->value);
     types.push_back({arrays.back().dtype(), to_shape(arrays.back().shape())});
   }
+}
+
+}  // namespace
+
+Tensor apply(Op op, const std::vector<Tensor>& inputs, Attrs attrs) {
+  if (TraceContext* ctx = TraceContext::current()) return ctx->record(op, inputs, std::move(attrs));
+  std::vector<TensorType> types;
+  std::vector<Array> arrays;
+  eager_inputs(op, inputs, arrays, types);
   TensorType out = infer_type(op, types, attrs);
   return Tensor(run_op(op, attrs, arrays, out));
+}
+
+std::vector<Tensor> apply_multi(Op op, const std::vector<Tensor>& inputs, Attrs attrs) {
+  if (TraceContext* ctx = TraceContext::current())
+    return ctx->record_multi(op, inputs, std::move(attrs));
+  std::vector<TensorType> types;
+  std::vector<Array> arrays;
+  eager_inputs(op, inputs, arrays, types);
+  std::vector<TensorType> outs = infer_types(op, types, attrs);
+  std::vector<Tensor> results;
+  for (Array& a : run_op(op, attrs, arrays, outs)) results.emplace_back(std::move(a));
+  return results;
 }
 
 }  // namespace ember

@@ -22,6 +22,7 @@ struct TensorImpl {
   Array value;                      // defined once concrete (eager, or materialised)
   TraceContext* ctx = nullptr;      // the trace that produced it, while that trace runs
   Node* node = nullptr;             // its node in the current segment, while not materialised
+  int output = 0;                   // which output of `node` it is
   TensorType type;                  // its type; symbolic dims while `ctx` is set
   bool poisoned = false;            // produced by a trace that failed
 
@@ -76,6 +77,8 @@ class TraceContext {
   const SymbolValues& symbol_values() const { return values_; }
 
   Tensor record(Op op, const std::vector<Tensor>& inputs, Attrs attrs);
+  // Records a multi-output op: one tensor per output.
+  std::vector<Tensor> record_multi(Op op, const std::vector<Tensor>& inputs, Attrs attrs);
   // The type of `t` as this trace sees it (symbolic for arguments and traced values).
   TensorType type_of(const TensorImpl& impl) const;
   // Records a guard that `dim` equals `value` in this trace.
@@ -98,7 +101,7 @@ class TraceContext {
   Guards& guards() { return guards_; }
 
  private:
-  Node* node_for(const Tensor& t);
+  Value node_for(const Tensor& t);
   void flush(const std::vector<Tensor>& outputs);
   void begin_segment();
 
@@ -123,5 +126,7 @@ class TraceContext {
 
 // Runs `op` on `inputs`: records it when a trace is active, else runs the interpreter now.
 Tensor apply(Op op, const std::vector<Tensor>& inputs, Attrs attrs = {});
+// The same for a multi-output op: one tensor per output.
+std::vector<Tensor> apply_multi(Op op, const std::vector<Tensor>& inputs, Attrs attrs = {});
 
 }  // namespace ember

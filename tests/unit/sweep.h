@@ -135,9 +135,16 @@ class Gen {
 
 // ---- cases and their checks (sweep.cpp)
 
+// One more output of a multi-output op.
+struct ExpectedOutput {
+  DType dtype;
+  Ref out;
+};
+
 struct Expected {
   DType dtype = DType::Float32;
   Ref out;                         // unrounded reference values
+  std::vector<ExpectedOutput> more;  // outputs 1, 2, ... of a multi-output op
   std::optional<ErrorKind> error;  // the call must raise this instead
   bool big_reduction = false;      // a reduction over > 4096 elements (looser f16/bf16 rtol)
   bool check_values = true;        // false: dtype and shape only (random ops)
@@ -145,6 +152,8 @@ struct Expected {
 
 // The expected outcome of a case: a value of `dtype`, or an error of `kind`.
 Expected result(DType dtype, Ref out);
+// The outputs of a multi-output op, in order, with their dtypes.
+Expected results(const std::vector<DType>& dtypes, std::vector<Ref> outs);
 Expected raises(ErrorKind kind);
 
 struct Case {
@@ -152,9 +161,14 @@ struct Case {
   std::string note;     // attributes, for messages
   std::string variant;  // a sub-case with its own failure entry
   std::function<Tensor(const std::vector<Tensor>&)> call;
+  // Set instead of `call` for a multi-output op: every output, in order.
+  std::function<std::vector<Tensor>(const std::vector<Tensor>&)> call_multi;
   std::function<Expected()> expect;
-  bool shares_storage = false;  // a view of input 0
+  bool shares_storage = false;  // a view of input 0 (every output of it)
 };
+
+// The outputs of a case's call (one for a single-output op).
+std::vector<Tensor> invoke(const Case& c, const std::vector<Tensor>& args);
 
 // The logical values of an array, read with its own strides and offset.
 std::vector<double> read(const Array& a);
@@ -205,5 +219,11 @@ Case full_case(Op op, DType dt, Gen& g);
 Case arange_case(Op op, DType dt, Gen& g);
 Case constant_case(Op op, DType dt, Gen& g);
 Case random_case(Op op, DType dt, Gen& g);
+Case extreme_case(Op op, DType dt, Gen& g);
+Case var_mean_case(Op op, DType dt, Gen& g);
+Case sort_case(Op op, DType dt, Gen& g);
+Case split_case(Op op, DType dt, Gen& g);
+Case native_layer_norm_case(Op op, DType dt, Gen& g);
+Case native_batch_norm_case(Op op, DType dt, Gen& g);
 
 }  // namespace ember::sweep
