@@ -313,4 +313,92 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
               : apply(Op::ScaledDotProductAttention, {q, k, v}, attrs);
 }
 
+// ---- several outputs
+
+namespace {
+
+template <size_t... I>
+auto as_tuple(const std::vector<Tensor>& v, std::index_sequence<I...>) {
+  return std::make_tuple(v.at(I)...);
+}
+
+// The outputs of a multi-output op with N outputs, as a tuple.
+template <size_t N>
+auto apply_n(Op op, const std::vector<Tensor>& inputs, Attrs attrs) {
+  return as_tuple(apply_multi(op, inputs, std::move(attrs)), std::make_index_sequence<N>());
+}
+
+}  // namespace
+
+std::tuple<Tensor, Tensor> max_dim(const Tensor& x, int64_t axis, bool keepdim) {
+  return apply_n<2>(Op::MaxDim, {x}, {{"axis", axis}, {"keepdim", keepdim}});
+}
+
+std::tuple<Tensor, Tensor> min_dim(const Tensor& x, int64_t axis, bool keepdim) {
+  return apply_n<2>(Op::MinDim, {x}, {{"axis", axis}, {"keepdim", keepdim}});
+}
+
+std::tuple<Tensor, Tensor> var_mean(const Tensor& x, Ints axes, double correction, bool keepdim) {
+  return apply_n<2>(Op::VarMean, {x},
+                    {{"axes", std::move(axes)}, {"correction", correction}, {"keepdim", keepdim}});
+}
+
+std::tuple<Tensor, Tensor> sort(const Tensor& x, int64_t axis, bool descending, bool stable) {
+  return apply_n<2>(Op::Sort, {x},
+                    {{"axis", axis}, {"descending", descending}, {"stable", stable}});
+}
+
+std::tuple<Tensor, Tensor> topk(const Tensor& x, int64_t k, int64_t axis, bool largest,
+                                bool sorted) {
+  return apply_n<2>(Op::TopK, {x},
+                    {{"k", k}, {"axis", axis}, {"largest", largest}, {"sorted", sorted}});
+}
+
+std::vector<Tensor> split(const Tensor& x, Ints sizes, int64_t axis) {
+  return apply_multi(Op::Split, {x}, {{"sizes", std::move(sizes)}, {"axis", axis}});
+}
+
+// torch.chunk: parts of ceil(n / chunks); a zero-size dim still gives `chunks` empty parts.
+std::vector<Tensor> chunk(const Tensor& x, int64_t chunks, int64_t axis) {
+  if (chunks <= 0) EMBER_THROW(Value, "[chunk] chunks must be positive, got ", chunks);
+  if (x.dim() == 0) EMBER_THROW(Value, "[chunk] cannot chunk a 0-d tensor");
+  // The sizes are attributes, so a symbolic dim specialises here.
+  int64_t n = x.size(normalize_axis("chunk", axis, x.dim()));
+  int64_t size = (n + chunks - 1) / chunks;
+  if (n == 0) return split(x, Ints(chunks, 0), axis);
+  Ints sizes(std::max<int64_t>((n + size - 1) / size, 1), size);
+  sizes.back() = n - size * (static_cast<int64_t>(sizes.size()) - 1);
+  return split(x, sizes, axis);
+}
+
+std::vector<Tensor> unbind(const Tensor& x, int64_t axis) {
+  if (x.dim() == 0) EMBER_THROW(Value, "[unbind] cannot unbind a 0-d tensor");
+  axis = normalize_axis("unbind", axis, x.dim());
+  int64_t n = x.size(axis);  // the number of outputs: specialises
+  std::vector<Tensor> parts;
+  if (n == 0) return parts;
+  for (const Tensor& part : split(x, Ints(n, 1), axis)) parts.push_back(squeeze(part, {axis}));
+  return parts;
+}
+
+std::tuple<Tensor, Tensor, Tensor> native_layer_norm(const Tensor& x, SymShape normalized_shape,
+                                                     const std::optional<Tensor>& weight,
+                                                     const std::optional<Tensor>& bias,
+                                                     double eps) {
+  Tensor w = weight ? *weight : ones(normalized_shape, x.dtype());
+  Tensor b = bias ? *bias : zeros(normalized_shape, x.dtype());
+  return apply_n<3>(Op::NativeLayerNorm, {x, w, b},
+                    {{"ndim", static_cast<int64_t>(normalized_shape.size())}, {"eps", eps}});
+}
+
+std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> native_batch_norm(
+    const Tensor& x, const std::optional<Tensor>& weight, const std::optional<Tensor>& bias,
+    const Tensor& running_mean, const Tensor& running_var, double momentum, double eps) {
+  SymShape c{running_mean.size(0)};
+  Tensor w = weight ? *weight : ones(c, x.dtype());
+  Tensor b = bias ? *bias : zeros(c, x.dtype());
+  return apply_n<5>(Op::NativeBatchNorm, {x, w, b, running_mean, running_var},
+                    {{"momentum", momentum}, {"eps", eps}});
+}
+
 }  // namespace ember

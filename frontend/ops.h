@@ -3,6 +3,7 @@
 #pragma once
 
 #include <optional>
+#include <tuple>
 #include <vector>
 
 #include "frontend/tensor.h"
@@ -159,5 +160,35 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
 Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
                                     const std::optional<Tensor>& mask = std::nullopt, bool causal = false,
                                     std::optional<double> scale = std::nullopt);
+
+// Ops with several outputs. Each output is a tensor of its own (inside `compile`, all come from
+// one node).
+// (values, int64 indices) of the largest / smallest element along `axis`, as torch.max(x, dim).
+std::tuple<Tensor, Tensor> max_dim(const Tensor& x, int64_t axis, bool keepdim = false);
+std::tuple<Tensor, Tensor> min_dim(const Tensor& x, int64_t axis, bool keepdim = false);
+// (variance, mean), as torch.var_mean.
+std::tuple<Tensor, Tensor> var_mean(const Tensor& x, std::vector<int64_t> axes = {},
+                                    double correction = 1.0, bool keepdim = false);
+// (values, int64 indices). `stable` is accepted as in PyTorch; ember's sort always is.
+std::tuple<Tensor, Tensor> sort(const Tensor& x, int64_t axis = -1, bool descending = false,
+                                bool stable = false);
+std::tuple<Tensor, Tensor> topk(const Tensor& x, int64_t k, int64_t axis = -1, bool largest = true,
+                                bool sorted = true);
+// Consecutive parts of the given sizes along `axis` (torch.split with a list of sizes).
+std::vector<Tensor> split(const Tensor& x, std::vector<int64_t> sizes, int64_t axis = 0);
+// `chunks` parts of equal size (the last may be smaller, and there may be fewer), as torch.chunk.
+std::vector<Tensor> chunk(const Tensor& x, int64_t chunks, int64_t axis = 0);
+// The slices along `axis`, without it, as torch.unbind.
+std::vector<Tensor> unbind(const Tensor& x, int64_t axis = 0);
+// (out, mean, rstd) as aten.native_layer_norm; mean and rstd keep the normalised dims as size 1.
+std::tuple<Tensor, Tensor, Tensor> native_layer_norm(
+    const Tensor& x, SymShape normalized_shape, const std::optional<Tensor>& weight = std::nullopt,
+    const std::optional<Tensor>& bias = std::nullopt, double eps = 1e-5);
+// Training-mode batch norm, in aten.native_batch_norm's argument order: (out, batch mean, batch
+// invstd, new running_mean, new running_var). The running statistics are returned, not updated.
+std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> native_batch_norm(
+    const Tensor& x, const std::optional<Tensor>& weight, const std::optional<Tensor>& bias,
+    const Tensor& running_mean, const Tensor& running_var, double momentum = 0.1,
+    double eps = 1e-5);
 
 }  // namespace ember

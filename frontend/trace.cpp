@@ -89,7 +89,7 @@ void TraceContext::specialise(const Dim& dim, int64_t value) {
     config::log("guards", "specialised " + dim.str() + " == " + std::to_string(value) + " (a size used as an integer)");
 }
 
-Node* TraceContext::node_for(const Tensor& t) {
+Value TraceContext::node_for(const Tensor& t) {
   TensorImpl* impl = t.impl().get();
   if (!impl) EMBER_THROW(Value, "[compile] an undefined tensor was used");
   if (impl->poisoned) EMBER_THROW(Value, "[compile] a tensor from a trace that failed was used");
@@ -97,7 +97,7 @@ Node* TraceContext::node_for(const Tensor& t) {
     if (impl->ctx != this)
       EMBER_THROW(Value, "[compile] a traced tensor from another compiled call was used here; "
                          "return it from that function instead of storing it");
-    return impl->node;
+    return {impl->node, impl->output};
   }
   auto known = segment_inputs_.find(impl);
   if (known != segment_inputs_.end()) return known->second;
@@ -138,13 +138,13 @@ bool has_symbols(std::span<const TensorType> types, const Attrs& attrs) {
 
 }  // namespace
 
-Node* TraceContext::add_node(Op op, std::vector<Node*> inputs, Attrs attrs) {
+Node* TraceContext::add_node(Op op, std::vector<Value> inputs, Attrs attrs) {
   try {
     ScopedFactSink sink(this);
     return graph_->add(op, inputs, attrs);
   } catch (const Error& e) {
     std::vector<TensorType> types;
-    for (const Node* n : inputs) types.push_back(n->type);
+    for (const Value& v : inputs) types.push_back(v.type());
     if (!has_symbols(types, attrs)) throw;
     // Say what eager says, with this call's sizes ("[6, 4] @ [3, 5]", not "[s0, 4] @ [3, s1]").
     std::vector<TensorType> concrete;
@@ -155,28 +155,39 @@ Node* TraceContext::add_node(Op op, std::vector<Node*> inputs, Attrs attrs) {
         for (int s : d.symbols()) involved.push_back(s);
     }
     Attrs eager_attrs = concrete_attrs(attrs, values_);
-    infer_type(op, concrete, eager_attrs);
+    infer_types(op, concrete, eager_attrs);
     // Eager accepts these sizes: only the symbolic form failed, so specialise.
     throw SymbolicShapeError(e.what(), involved);
   }
 }
 
 Tensor TraceContext::record(Op op, const std::vector<Tensor>& inputs, Attrs attrs) {
+  EMBER_CHECK(!op_info(op).multi_output(), "record of the multi-output op '", op_name(op), "'");
+  return record_multi(op, inputs, std::move(attrs))[0];
+}
+
+std::vector<Tensor> TraceContext::record_multi(Op op, const std::vector<Tensor>& inputs,
+                                               Attrs attrs) {
   // A number read by item() and used again is data, not a constant: it stays out of the graph.
   if (op == Op::Full && breaks_ > 0 && is_read_value(attrs)) {
     TensorType type = infer_type(op, {}, attrs);
-    return Tensor(run_op(op, attrs, {}, type));
+    return {Tensor(run_op(op, attrs, {}, type))};
   }
-  std::vector<Node*> nodes;
-  for (const Tensor& t : inputs) nodes.push_back(node_for(t));
-  Node* node = add_node(op, std::move(nodes), std::move(attrs));
-  auto impl = std::make_shared<TensorImpl>();
-  impl->ctx = this;
-  impl->node = node;
-  impl->type = node->type;
-  produced_.push_back(impl);
-  all_produced_.push_back(impl);
-  return Tensor(impl);
+  std::vector<Value> values;
+  for (const Tensor& t : inputs) values.push_back(node_for(t));
+  Node* node = add_node(op, std::move(values), std::move(attrs));
+  std::vector<Tensor> out;
+  for (int i = 0; i < node->num_outputs(); ++i) {
+    auto impl = std::make_shared<TensorImpl>();
+    impl->ctx = this;
+    impl->node = node;
+    impl->output = i;
+    impl->type = node->types[i];
+    produced_.push_back(impl);
+    all_produced_.push_back(impl);
+    out.emplace_back(impl);
+  }
+  return out;
 }
 
 void TraceContext::graph_break(const std::string& category, const std::string& reason,
@@ -203,7 +214,7 @@ void TraceContext::flush(const std::vector<Tensor>& outputs) {
   };
   for (const Tensor& t : outputs) add_live(t.impl());
   for (auto& weak : produced_) add_live(weak.lock());
-  for (auto& impl : live) graph_->outputs().push_back(impl->node);
+  for (auto& impl : live) graph_->outputs().push_back({impl->node, impl->output});
   ++segments_;
   if (graph_->outputs().empty()) {
     last_exec_ = nullptr;
@@ -228,10 +239,11 @@ void TraceContext::finish(const std::vector<Tensor>& outputs) {
   flush(outputs);
 }
 
-Tensor apply(Op op, const std::vector<Tensor>& inputs, Attrs attrs) {
-  if (TraceContext* ctx = TraceContext::current()) return ctx->record(op, inputs, std::move(attrs));
-  std::vector<TensorType> types;
-  std::vector<Array> arrays;
+namespace {
+
+// The arrays of eager inputs and their types; rejects undefined and stale traced tensors.
+void eager_inputs(Op op, const std::vector<Tensor>& inputs, std::vector<Array>& arrays,
+                  std::vector<TensorType>& types) {
   for (const Tensor& t : inputs) {
     if (!t.defined()) EMBER_THROW(Value, "[", op_name(op), "] an input tensor is undefined");
     if (t.impl()->poisoned || t.impl()->is_traced())
@@ -239,8 +251,29 @@ Tensor apply(Op op, const std::vector<Tensor>& inputs, Attrs attrs) {
     arrays.push_back(t.impl()->value);
     types.push_back({arrays.back().dtype(), to_shape(arrays.back().shape())});
   }
+}
+
+}  // namespace
+
+Tensor apply(Op op, const std::vector<Tensor>& inputs, Attrs attrs) {
+  if (TraceContext* ctx = TraceContext::current()) return ctx->record(op, inputs, std::move(attrs));
+  std::vector<TensorType> types;
+  std::vector<Array> arrays;
+  eager_inputs(op, inputs, arrays, types);
   TensorType out = infer_type(op, types, attrs);
   return Tensor(run_op(op, attrs, arrays, out));
+}
+
+std::vector<Tensor> apply_multi(Op op, const std::vector<Tensor>& inputs, Attrs attrs) {
+  if (TraceContext* ctx = TraceContext::current())
+    return ctx->record_multi(op, inputs, std::move(attrs));
+  std::vector<TensorType> types;
+  std::vector<Array> arrays;
+  eager_inputs(op, inputs, arrays, types);
+  std::vector<TensorType> outs = infer_types(op, types, attrs);
+  std::vector<Tensor> results;
+  for (Array& a : run_op(op, attrs, arrays, outs)) results.emplace_back(std::move(a));
+  return results;
 }
 
 }  // namespace ember

@@ -22,6 +22,7 @@ struct TensorImpl {
   Array value;                      // defined once concrete (eager, or materialised)
   TraceContext* ctx = nullptr;      // the trace that produced it, while that trace runs
   Node* node = nullptr;             // its node in the current segment, while not materialised
+  int output = 0;                   // which output of `node` it is
   TensorType type;                  // its type; symbolic dims while `ctx` is set
   bool poisoned = false;            // produced by a trace that failed
 
@@ -77,6 +78,8 @@ class TraceContext : public FactSink {
   const SymbolValues& symbol_values() const { return values_; }
 
   Tensor record(Op op, const std::vector<Tensor>& inputs, Attrs attrs);
+  // Records a multi-output op: one tensor per output.
+  std::vector<Tensor> record_multi(Op op, const std::vector<Tensor>& inputs, Attrs attrs);
   // The type of `t` as this trace sees it (symbolic for arguments and traced values).
   TensorType type_of(const TensorImpl& impl) const;
   // Records a guard that `dim` equals `value` in this trace.
@@ -105,8 +108,8 @@ class TraceContext : public FactSink {
   Guards& guards() { return guards_; }
 
  private:
-  Node* node_for(const Tensor& t);
-  Node* add_node(Op op, std::vector<Node*> inputs, Attrs attrs);
+  Value node_for(const Tensor& t);
+  Node* add_node(Op op, std::vector<Value> inputs, Attrs attrs);
   bool is_read_value(const Attrs& full_attrs) const;
   void flush(const std::vector<Tensor>& outputs);
   void begin_segment();
@@ -136,5 +139,7 @@ class TraceContext : public FactSink {
 
 // Runs `op` on `inputs`: records it when a trace is active, else runs the interpreter now.
 Tensor apply(Op op, const std::vector<Tensor>& inputs, Attrs attrs = {});
+// The same for a multi-output op: one tensor per output.
+std::vector<Tensor> apply_multi(Op op, const std::vector<Tensor>& inputs, Attrs attrs = {});
 
 }  // namespace ember

@@ -8,22 +8,33 @@
 
 namespace ember {
 
+Value::Value(Node* n) : node(n), index(0) {
+  EMBER_CHECK(n && n->types.size() == 1, "a '", n ? n->info().name : "null", "' node with ",
+              n ? n->types.size() : 0, " outputs used as one value; name the output with out(i)");
+}
+
+const TensorType& Node::type() const {
+  EMBER_CHECK(types.size() == 1, "type() of a '", info().name, "' node with ", types.size(),
+              " outputs; use types[i]");
+  return types[0];
+}
+
 Node* Graph::add_input(TensorType type) {
   auto node = std::make_unique<Node>();
   node->op = Op::Input;
   node->attrs["index"] = static_cast<int64_t>(inputs_.size());
-  node->type = std::move(type);
+  node->types = {std::move(type)};
   inputs_.push_back(node.get());
   nodes_.push_back(std::move(node));
   return inputs_.back();
 }
 
-Node* Graph::add(Op op, std::vector<Node*> inputs, Attrs attrs) {
+Node* Graph::add(Op op, std::vector<Value> inputs, Attrs attrs) {
   EMBER_CHECK(op != Op::Input && op != Op::Constant, "use add_input / add_constant");
   std::vector<TensorType> types;
-  for (Node* in : inputs) types.push_back(in->type);
+  for (const Value& in : inputs) types.push_back(in.type());
   auto node = std::make_unique<Node>();
-  node->type = infer_type(op, types, attrs);
+  node->types = infer_types(op, types, attrs);
   node->op = op;
   node->inputs = std::move(inputs);
   node->attrs = std::move(attrs);
@@ -37,7 +48,7 @@ Node* Graph::add_constant(Literal value, Shape shape, const Node* before) {
               " does not match shape ", shape_str(shape));
   auto node = std::make_unique<Node>();
   node->op = Op::Constant;
-  node->type = {value.dtype, std::move(shape)};
+  node->types = {{value.dtype, std::move(shape)}};
   node->attrs["value"] = std::move(value);
   Node* raw = node.get();
   auto at = std::find_if(nodes_.begin(), nodes_.end(), [&](const auto& n) { return n.get() == before; });
@@ -57,19 +68,27 @@ std::vector<Node*> Graph::nodes() const {
   return out;
 }
 
-void Graph::replace_uses(Node* from, Node* to) {
+void Graph::replace_uses(Value from, Value to) {
   for (auto& n : nodes_)
-    for (Node*& in : n->inputs)
+    for (Value& in : n->inputs)
       if (in == from) in = to;
-  for (Node*& out : outputs_)
+  for (Value& out : outputs_)
     if (out == from) out = to;
 }
 
+void Graph::replace_all_uses(Node* from, Node* to) {
+  EMBER_CHECK(from->types.size() == to->types.size(), "replace_all_uses between a '",
+              from->info().name, "' with ", from->types.size(), " outputs and a '",
+              to->info().name, "' with ", to->types.size());
+  for (int i = 0; i < from->num_outputs(); ++i) replace_uses(from->out(i), to->out(i));
+}
+
 size_t Graph::remove_dead() {
-  std::unordered_set<const Node*> live(outputs_.begin(), outputs_.end());
+  std::unordered_set<const Node*> live;
+  for (const Value& out : outputs_) live.insert(out.node);
   for (auto it = nodes_.rbegin(); it != nodes_.rend(); ++it)
     if (live.count(it->get()))
-      for (Node* in : (*it)->inputs) live.insert(in);
+      for (const Value& in : (*it)->inputs) live.insert(in.node);
   size_t before = nodes_.size();
   std::erase_if(nodes_, [&](const std::unique_ptr<Node>& n) {
     return n->op != Op::Input && !live.count(n.get());
@@ -81,9 +100,10 @@ std::unique_ptr<Graph> Graph::clone() const {
   auto g = std::make_unique<Graph>();
   g->symbols_ = symbols_;
   std::unordered_map<const Node*, Node*> map;
+  auto mapped = [&](const Value& v) { return Value(map.at(v.node), v.index); };
   for (const auto& n : nodes_) {
     auto copy = std::make_unique<Node>(*n);
-    for (Node*& in : copy->inputs) in = map.at(in);
+    for (Value& in : copy->inputs) in = mapped(in);
     map[n.get()] = copy.get();
     if (copy->op == Op::Input) g->inputs_.push_back(copy.get());
     g->nodes_.push_back(std::move(copy));
@@ -92,54 +112,8 @@ std::unique_ptr<Graph> Graph::clone() const {
   std::sort(g->inputs_.begin(), g->inputs_.end(), [](Node* a, Node* b) {
     return attr_int(a->attrs, "index") < attr_int(b->attrs, "index");
   });
-  for (Node* out : outputs_) g->outputs_.push_back(map.at(out));
+  for (const Value& out : outputs_) g->outputs_.push_back(mapped(out));
   return g;
-}
-
-void verify(const Graph& g) {
-  std::unordered_set<const Node*> seen;
-  auto fail = [&](const Node* n, const std::string& why) {
-    std::string where = n ? detail::concat(" at a '", n->info().name, "' node") : "";
-    EMBER_CHECK(false, "verifier", where, ": ", why, "\n", print(g));
-  };
-  for (size_t i = 0; i < g.inputs().size(); ++i) {
-    const Node* in = g.inputs()[i];
-    if (in->op != Op::Input || attr_int(in->attrs, "index") != static_cast<int64_t>(i))
-      fail(in, detail::concat("graph input ", i, " is not an input node with index ", i));
-  }
-  for (const Node* n : g.nodes()) {
-    for (const Node* in : n->inputs)
-      if (!seen.count(in)) fail(n, "uses a value that is not defined before it");
-    seen.insert(n);
-    if (n->op == Op::Input) continue;
-    if (n->op == Op::Constant) {
-      const Literal& lit = attr_literal(n->attrs, "value");
-      if (lit.dtype != n->type.dtype || !is_static(n->type.shape) ||
-          static_cast<int64_t>(lit.size()) != numel(n->type.shape).value())
-        fail(n, "constant value does not match its type " + n->type.str());
-      continue;
-    }
-    std::vector<TensorType> types;
-    for (const Node* in : n->inputs) types.push_back(in->type);
-    Attrs attrs = n->attrs;
-    TensorType expected;
-    try {
-      expected = infer_type(n->op, types, attrs);
-    } catch (const Error& e) {
-      fail(n, std::string("inference fails: ") + e.what());
-    } catch (const SymbolicShapeError& e) {
-      fail(n, std::string("inference fails: ") + e.what());
-    }
-    if (!(expected == n->type)) fail(n, "type " + n->type.str() + " differs from the inferred " + expected.str());
-    if (attrs.size() != n->attrs.size()) fail(n, "attribute defaults are not filled in");
-  }
-  for (const Node* out : g.outputs())
-    if (!seen.count(out)) fail(nullptr, "an output is not a node of the graph");
-  for (const Node* n : g.nodes())
-    for (const Dim& d : n->type.shape)
-      for (int s : d.symbols())
-        if (s < 0 || static_cast<size_t>(s) >= g.symbols().size())
-          fail(n, detail::concat("uses undeclared symbol s", s));
 }
 
 }  // namespace ember

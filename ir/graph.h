@@ -4,9 +4,13 @@
 // - Values are immutable tensors. There is no mutation and no aliasing in the IR: a view op
 //   (reshape, permute, slice, ...) means "the same elements, re-indexed"; whether it shares
 //   storage is the runtime's business.
-// - Every node has exactly one output. Nodes are kept in topological order.
+// - A node has one or more outputs, each with its own type; a value is a node and an output
+//   index (text: %3 for a single-output node, %3#1 for output 1 of a multi-output one). A node is
+//   one unit: it runs once, CSE merges it whole, DCE keeps it while any output is used. Nodes are
+//   kept in topological order. There is no mutation, so an op that would update state (batch
+//   norm's running statistics) returns the new state as extra outputs.
 // - Type promotion is decided once, when a node is built (PyTorch's rules, ir/dtype.h): a node's
-//   inputs may have different dtypes and the node's type says what it produces; kernels convert
+//   inputs may have different dtypes and the node's types say what it produces; kernels convert
 //   inputs to the op's compute type (elementwise_compute_dtype) and do no promotion of their own.
 // - Floats follow IEEE 754: NaN propagates through arithmetic, max/min and clamp; comparisons with
 //   NaN are false (ne is true). float16/bfloat16 compute in float32 and round once when stored.
@@ -20,6 +24,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <limits>
 #include <memory>
 #include <string>
@@ -29,14 +34,35 @@
 
 namespace ember {
 
+struct Node;
+
+// One output of a node. A Node* converts to the value of its only output (a multi-output node
+// is an internal error there: name the output with Node::out).
+struct Value {
+  Node* node = nullptr;
+  int index = 0;
+
+  Value() = default;
+  Value(Node* n, int i) : node(n), index(i) {}
+  Value(Node* n);  // NOLINT: single-output nodes are used as values everywhere
+  const TensorType& type() const;
+  bool operator==(const Value& o) const { return node == o.node && index == o.index; }
+};
+
 struct Node {
   Op op;
-  std::vector<Node*> inputs;
+  std::vector<Value> inputs;
   Attrs attrs;
-  TensorType type;
+  std::vector<TensorType> types;  // one per output
 
   const OpInfo& info() const { return op_info(op); }
+  int num_outputs() const { return static_cast<int>(types.size()); }
+  Value out(int i) { return {this, i}; }
+  // The type of a single-output node (an internal error on a multi-output one).
+  const TensorType& type() const;
 };
+
+inline const TensorType& Value::type() const { return node->types[index]; }
 
 struct SymbolRange {
   int64_t min = 2;
@@ -53,9 +79,9 @@ class Graph {
 
   // Adds a graph input of the given type; inputs are numbered in the order they are added.
   Node* add_input(TensorType type);
-  // Adds a node at the end; its type is inferred (and attribute defaults filled) here.
+  // Adds a node at the end; its output types are inferred (and attribute defaults filled) here.
   // Throws ember::Error on bad inputs or attributes.
-  Node* add(Op op, std::vector<Node*> inputs, Attrs attrs = {});
+  Node* add(Op op, std::vector<Value> inputs, Attrs attrs = {});
   // Adds a constant holding `value`, of the given shape (static), at the end or just before
   // `before` (so a pass can replace a node in place without re-sorting).
   Node* add_constant(Literal value, Shape shape, const Node* before = nullptr);
@@ -66,15 +92,18 @@ class Graph {
   std::vector<SymbolRange>& symbols() { return symbols_; }
 
   const std::vector<Node*>& inputs() const { return inputs_; }
-  std::vector<Node*>& outputs() { return outputs_; }
-  const std::vector<Node*>& outputs() const { return outputs_; }
+  std::vector<Value>& outputs() { return outputs_; }
+  const std::vector<Value>& outputs() const { return outputs_; }
   // All nodes (inputs included) in topological order.
   std::vector<Node*> nodes() const;
   size_t size() const { return nodes_.size(); }
 
   // Redirects every use of `from` (node inputs and graph outputs) to `to`.
-  void replace_uses(Node* from, Node* to);
-  // Removes nodes that no output depends on; graph inputs stay. Returns how many were removed.
+  void replace_uses(Value from, Value to);
+  // Redirects every use of each output of `from` to the same output of `to` (same arity).
+  void replace_all_uses(Node* from, Node* to);
+  // Removes nodes none of whose outputs a graph output depends on; graph inputs stay. Returns how
+  // many were removed.
   size_t remove_dead();
 
   std::unique_ptr<Graph> clone() const;
@@ -82,8 +111,14 @@ class Graph {
  private:
   std::vector<std::unique_ptr<Node>> nodes_;
   std::vector<Node*> inputs_;
-  std::vector<Node*> outputs_;
+  std::vector<Value> outputs_;
   std::vector<SymbolRange> symbols_;
+};
+
+struct ValueHash {
+  size_t operator()(const Value& v) const {
+    return std::hash<const Node*>()(v.node) * 31 + static_cast<size_t>(v.index);
+  }
 };
 
 // The text form (see docs/ir.md). Names are %0, %1, ... in order; attributes are sorted.

@@ -26,8 +26,10 @@ ops::Table build_table() {
   ops::register_movement(table);
   ops::register_composites(table);
   ops::register_creation(table);
+  ops::register_sorting(table);
   for (const OpInfo& info : table) {
-    EMBER_CHECK(info.infer != nullptr, "op '", info.name, "' has no registry record");
+    EMBER_CHECK((info.infer != nullptr) != (info.infer_multi != nullptr), "op '", info.name,
+                "' needs exactly one inference function in its registry record");
     EMBER_CHECK(!info.doc.empty(), "op '", info.name, "' has no doc line");
   }
   return table;
@@ -50,6 +52,12 @@ const T& get_attr(const Attrs& a, const char* name, AttrType type) {
 
 std::string TensorType::str() const { return std::string(dtype_name(dtype)) + shape_str(shape); }
 
+std::string types_str(const std::vector<TensorType>& types) {
+  std::string out;
+  for (const TensorType& t : types) out += (out.empty() ? "" : ", ") + t.str();
+  return out;
+}
+
 const OpInfo& op_info(Op op) { return table()[static_cast<size_t>(op)]; }
 std::string_view op_name(Op op) { return op_info(op).name; }
 
@@ -59,7 +67,7 @@ std::optional<Op> parse_op(std::string_view name) {
   return std::nullopt;
 }
 
-TensorType infer_type(Op op, std::span<const TensorType> inputs, Attrs& attrs) {
+std::vector<TensorType> infer_types(Op op, std::span<const TensorType> inputs, Attrs& attrs) {
   const OpInfo& info = op_info(op);
   int n = static_cast<int>(inputs.size());
   if (n < info.min_arity || (info.max_arity >= 0 && n > info.max_arity)) {
@@ -86,12 +94,22 @@ TensorType infer_type(Op op, std::span<const TensorType> inputs, Attrs& attrs) {
     if (!spec.default_value) EMBER_OP_ERROR(Value, info, "missing attribute '", spec.name, "'");
     attrs[spec.name] = *spec.default_value;
   }
-  TensorType out = info.infer(info, inputs, attrs);
+  std::vector<TensorType> types;
+  if (info.infer) types = {info.infer(info, inputs, attrs)};
+  else types = info.infer_multi(info, inputs, attrs);
+  EMBER_CHECK(!types.empty(), "op '", info.name, "' inferred no outputs");
   // A derived dim (s0 - 3) can be negative at some sizes: the formula that made it holds only
   // where it is not (see [Note: symbolic facts]).
-  for (const Dim& d : out.shape) assume_nonnegative(d, detail::concat("[", info.name, "] output size"));
-  if (is_static(out.shape)) checked_numel(info.name, static_shape(out.shape));
-  return out;
+  for (const TensorType& out : types) {
+    for (const Dim& d : out.shape) assume_nonnegative(d, detail::concat("[", info.name, "] output size"));
+    if (is_static(out.shape)) checked_numel(info.name, static_shape(out.shape));
+  }
+  return types;
+}
+
+TensorType infer_type(Op op, std::span<const TensorType> inputs, Attrs& attrs) {
+  EMBER_CHECK(!op_info(op).multi_output(), "infer_type of the multi-output op '", op_name(op), "'");
+  return infer_types(op, inputs, attrs)[0];
 }
 
 int64_t attr_int(const Attrs& a, const char* n) { return get_attr<int64_t>(a, n, AttrType::Int); }

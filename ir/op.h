@@ -37,6 +37,9 @@ struct TensorType {
   std::string str() const;  // "f32[2, s0]"
 };
 
+// "f32[2, 4], i64[2, 4]": the types of a node's outputs, as the text form writes them.
+std::string types_str(const std::vector<TensorType>& types);
+
 struct AttrSpec {
   std::string name;
   AttrType type;
@@ -55,6 +58,10 @@ struct ScalarFns {
 struct OpInfo;
 // Validates inputs and attributes and returns the output type. Throws ember::Error naming the op.
 using InferFn = TensorType (*)(const OpInfo& op, std::span<const TensorType> inputs, const Attrs& attrs);
+// The same for an op with several outputs (one or more; their number may depend on attributes).
+using InferMultiFn = std::vector<TensorType> (*)(const OpInfo& op,
+                                                 std::span<const TensorType> inputs,
+                                                 const Attrs& attrs);
 
 struct OpInfo {
   Op op;
@@ -63,7 +70,8 @@ struct OpInfo {
   OpKind kind;
   std::string_view doc;
   std::vector<AttrSpec> attrs;
-  InferFn infer = nullptr;
+  InferFn infer = nullptr;             // single-output ops
+  InferMultiFn infer_multi = nullptr;  // multi-output ops (exactly one of the two is set)
   ScalarFns scalar;
   // For elementwise ops: the dtype in which inputs are computed, given the promoted input dtype.
   // Comparisons compute in the promoted type and return bool; float-valued ops compute in float.
@@ -78,14 +86,17 @@ struct OpInfo {
   bool is_reduction() const { return kind == OpKind::Reduction; }
   bool is_view() const { return kind == OpKind::View; }
   bool is_creation() const { return kind == OpKind::Creation; }
+  bool multi_output() const { return infer_multi != nullptr; }
 };
 
 const OpInfo& op_info(Op op);
 std::string_view op_name(Op op);
 std::optional<Op> parse_op(std::string_view name);
 
-// The output type of `op` on these inputs; fills in attribute defaults in `attrs` first and checks
+// The output types of `op` on these inputs; fills in attribute defaults in `attrs` first and checks
 // arity and attribute types. The single entry point for shape and dtype inference.
+std::vector<TensorType> infer_types(Op op, std::span<const TensorType> inputs, Attrs& attrs);
+// The same for a single-output op (an internal error for a multi-output one).
 TensorType infer_type(Op op, std::span<const TensorType> inputs, Attrs& attrs);
 
 // For an elementwise node: the dtype its inputs are converted to before the scalar function runs.

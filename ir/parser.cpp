@@ -143,121 +143,173 @@ class Cursor {
   size_t pos_ = 0;
 };
 
-}  // namespace
+// The parse of one graph, line by line.
+class GraphParser {
+ public:
+  std::unique_ptr<Graph> parse(const std::string& text) {
+    std::istringstream lines(text);
+    std::string line;
+    int number = 0;
+    while (std::getline(lines, line)) {
+      Cursor c(line, ++number);
+      if (c.done() || c.peek("//")) continue;
+      if (state_ == Done) c.fail("text after the end of the graph");
+      if (state_ == Header) header(c);
+      else body_line(c);
+    }
+    if (state_ != Done) EMBER_THROW(Value, "[parse] the graph is not closed with '}'");
+    for (const auto& [id, r] : ranges_) highest_symbol_ = std::max(highest_symbol_, id);
+    for (int s = 0; s <= highest_symbol_; ++s)
+      g_->add_symbol(ranges_.count(s) ? ranges_[s] : SymbolRange{});
+    return std::move(g_);
+  }
 
-std::unique_ptr<Graph> parse_graph(const std::string& text) {
-  auto g = std::make_unique<Graph>();
-  std::map<int, Node*> values;
-  std::map<int, SymbolRange> ranges;
-  std::istringstream lines(text);
-  std::string line;
-  int number = 0;
-  enum { Header, Body, Done } state = Header;
-  auto lookup = [&](Cursor& c) {
-    int id = c.value_ref();
-    auto it = values.find(id);
-    if (it == values.end()) c.fail("%" + std::to_string(id) + " is not defined");
-    return it->second;
-  };
-  auto max_symbol = [](const Shape& s, int& m) {
-    for (const Dim& d : s)
-      for (int sym : d.symbols()) m = std::max(m, sym);
-  };
-  int highest_symbol = -1;
-  while (std::getline(lines, line)) {
-    ++number;
-    Cursor c(line, number);
-    if (c.done() || c.peek("//")) continue;
-    if (state == Done) c.fail("text after the end of the graph");
-    if (state == Header) {
-      c.expect("graph");
-      c.expect("(");
-      c.list(')', [&] {
-        int id = c.value_ref();
-        c.expect(":");
-        TensorType t = c.type();
-        max_symbol(t.shape, highest_symbol);
-        if (values.count(id)) c.fail("%" + std::to_string(id) + " is defined twice");
-        values[id] = g->add_input(t);
-      });
-      c.expect("{");
-      state = Body;
-      continue;
-    }
-    if (c.accept("}")) { state = Done; continue; }
-    if (c.accept("symbol")) {
-      c.expect("s");
-      int id = static_cast<int>(c.integer());
-      c.expect("in");
-      c.expect("[");
-      SymbolRange r;
-      r.min = c.integer();
-      c.expect(",");
-      std::string max = c.word();
-      r.max = max == "max" ? std::numeric_limits<int64_t>::max() : std::stoll(max);
-      c.expect("]");
-      ranges[id] = r;
-      continue;
-    }
-    if (c.accept("return")) {
+ private:
+  void header(Cursor& c) {
+    c.expect("graph");
+    c.expect("(");
+    c.list(')', [&] {
+      int id = c.value_ref();
+      c.expect(":");
+      TensorType t = c.type();
+      note_symbols(t.shape);
+      define(c, id, g_->add_input(t));
+    });
+    c.expect("{");
+    state_ = Body;
+  }
+
+  void body_line(Cursor& c) {
+    if (c.accept("}")) {
+      state_ = Done;
+    } else if (c.accept("symbol")) {
+      symbol(c);
+    } else if (c.accept("return")) {
       if (!c.done()) {
-        do g->outputs().push_back(lookup(c)); while (c.accept(","));
+        do g_->outputs().push_back(use(c)); while (c.accept(","));
       }
       if (!c.done()) c.fail("unexpected text after return");
-      continue;
+    } else {
+      node_line(c);
     }
+  }
+
+  void symbol(Cursor& c) {
+    c.expect("s");
+    int id = static_cast<int>(c.integer());
+    c.expect("in");
+    c.expect("[");
+    SymbolRange r;
+    r.min = c.integer();
+    c.expect(",");
+    std::string max = c.word();
+    r.max = max == "max" ? std::numeric_limits<int64_t>::max() : std::stoll(max);
+    c.expect("]");
+    ranges_[id] = r;
+  }
+
+  // %N = op(...) {...} : type, or %N:K = op(...) {...} : type0, ..., typeK-1
+  void node_line(Cursor& c) {
     int id = c.value_ref();
-    if (values.count(id)) c.fail("%" + std::to_string(id) + " is defined twice");
+    int count = c.accept(":") ? static_cast<int>(c.integer()) : 1;
     c.expect("=");
     std::string name = c.word();
     auto op = parse_op(name);
     if (!op) c.fail("unknown op '" + name + "'");
-    const OpInfo& info = op_info(*op);
+    if (*op == Op::Input) c.fail("inputs are declared in the graph header");
     c.expect("(");
-    std::vector<Node*> inputs;
-    c.list(')', [&] { inputs.push_back(lookup(c)); });
-    Attrs attrs;
-    if (c.accept("{")) {
-      c.list('}', [&] {
-        std::string key = c.word();
-        c.expect("=");
-        auto spec = std::find_if(info.attrs.begin(), info.attrs.end(), [&](const AttrSpec& s) { return s.name == key; });
-        if (spec == info.attrs.end()) c.fail("op '" + name + "' has no attribute '" + key + "'");
-        attrs[key] = c.attr(spec->type);
-      });
-    }
+    std::vector<Value> inputs;
+    c.list(')', [&] { inputs.push_back(use(c)); });
+    Attrs attrs = attributes(c, op_info(*op));
     c.expect(":");
-    TensorType declared = c.type();
-    max_symbol(declared.shape, highest_symbol);
+    std::vector<TensorType> declared;
+    do declared.push_back(c.type()); while (c.accept(","));
+    for (const TensorType& t : declared) note_symbols(t.shape);
     if (!c.done()) c.fail("unexpected text after the type");
-    Node* node = nullptr;
-    if (*op == Op::Constant) {
-      auto it = attrs.find("value");
-      if (it == attrs.end() || attr_type(it->second) != AttrType::Literal) c.fail("constant needs a value");
-      const Literal& lit = std::get<Literal>(it->second);
-      if (!is_static(declared.shape) || lit.dtype != declared.dtype ||
-          static_cast<int64_t>(lit.size()) != numel(declared.shape).value())
-        c.fail("constant value does not match its type " + declared.str());
-      node = g->add_constant(lit, declared.shape);
-    } else if (*op == Op::Input) {
-      c.fail("inputs are declared in the graph header");
-    } else {
-      try {
-        node = g->add(*op, inputs, attrs);
-      } catch (const Error& e) {
-        c.fail(e.what());
-      } catch (const SymbolicShapeError& e) {
-        c.fail(e.what());
-      }
-      if (!(node->type == declared))
-        c.fail("declared type " + declared.str() + " differs from the inferred " + node->type.str());
-    }
-    values[id] = node;
+    if (static_cast<int>(declared.size()) != count)
+      c.fail(detail::concat("%", id, " names ", count, " outputs but ", declared.size(),
+                            " types follow"));
+    Node* node = *op == Op::Constant ? constant(c, attrs, declared) : build(c, *op, inputs, attrs);
+    if (node->types != declared)
+      c.fail("declared type " + types_str(declared) + " differs from the inferred " +
+             types_str(node->types));
+    define(c, id, node);
   }
-  if (state != Done) EMBER_THROW(Value, "[parse] the graph is not closed with '}'");
-  for (const auto& [id, r] : ranges) highest_symbol = std::max(highest_symbol, id);
-  for (int s = 0; s <= highest_symbol; ++s) g->add_symbol(ranges.count(s) ? ranges[s] : SymbolRange{});
-  return g;
-}
+
+  Attrs attributes(Cursor& c, const OpInfo& info) {
+    Attrs attrs;
+    if (!c.accept("{")) return attrs;
+    c.list('}', [&] {
+      std::string key = c.word();
+      c.expect("=");
+      auto spec = std::find_if(info.attrs.begin(), info.attrs.end(),
+                               [&](const AttrSpec& s) { return s.name == key; });
+      if (spec == info.attrs.end())
+        c.fail("op '" + std::string(info.name) + "' has no attribute '" + key + "'");
+      attrs[key] = c.attr(spec->type);
+    });
+    return attrs;
+  }
+
+  Node* constant(Cursor& c, const Attrs& attrs, const std::vector<TensorType>& declared) {
+    auto it = attrs.find("value");
+    if (it == attrs.end() || attr_type(it->second) != AttrType::Literal)
+      c.fail("constant needs a value");
+    const Literal& lit = std::get<Literal>(it->second);
+    const TensorType& t = declared[0];
+    if (declared.size() != 1 || !is_static(t.shape) || lit.dtype != t.dtype ||
+        static_cast<int64_t>(lit.size()) != numel(t.shape).value())
+      c.fail("constant value does not match its type " + types_str(declared));
+    return g_->add_constant(lit, t.shape);
+  }
+
+  Node* build(Cursor& c, Op op, std::vector<Value> inputs, Attrs attrs) {
+    try {
+      return g_->add(op, std::move(inputs), std::move(attrs));
+    } catch (const Error& e) {
+      c.fail(e.what());
+    } catch (const SymbolicShapeError& e) {
+      c.fail(e.what());
+    }
+  }
+
+  void define(Cursor& c, int id, Node* node) {
+    if (!values_.emplace(id, node).second) c.fail("%" + std::to_string(id) + " is defined twice");
+  }
+
+  // %N for a single-output node, %N#i for output i of any node.
+  Value use(Cursor& c) {
+    int id = c.value_ref();
+    auto it = values_.find(id);
+    if (it == values_.end()) c.fail("%" + std::to_string(id) + " is not defined");
+    Node* node = it->second;
+    if (!c.accept("#")) {
+      if (node->num_outputs() != 1)
+        c.fail(detail::concat("%", id, " has ", node->num_outputs(), " outputs: name one as %", id,
+                              "#i"));
+      return {node, 0};
+    }
+    int64_t index = c.integer();
+    if (index < 0 || index >= node->num_outputs())
+      c.fail(detail::concat("%", id, " has no output ", index, " (it has ", node->num_outputs(),
+                            ")"));
+    return {node, static_cast<int>(index)};
+  }
+
+  void note_symbols(const Shape& s) {
+    for (const Dim& d : s)
+      for (int sym : d.symbols()) highest_symbol_ = std::max(highest_symbol_, sym);
+  }
+
+  std::unique_ptr<Graph> g_ = std::make_unique<Graph>();
+  std::map<int, Node*> values_;
+  std::map<int, SymbolRange> ranges_;
+  int highest_symbol_ = -1;
+  enum { Header, Body, Done } state_ = Header;
+};
+
+}  // namespace
+
+std::unique_ptr<Graph> parse_graph(const std::string& text) { return GraphParser().parse(text); }
 
 }  // namespace ember

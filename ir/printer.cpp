@@ -10,10 +10,14 @@ namespace ember {
 std::string print(const Graph& g) {
   std::unordered_map<const Node*, int> names;
   auto name = [&](const Node* n) { return "%" + std::to_string(names.at(n)); };
+  // %3 names the only output of a node, %3#1 output 1 of a multi-output node.
+  auto ref = [&](const Value& v) {
+    return v.node->num_outputs() == 1 ? name(v.node) : name(v.node) + "#" + std::to_string(v.index);
+  };
   std::string out = "graph(";
   for (size_t i = 0; i < g.inputs().size(); ++i) {
     names[g.inputs()[i]] = static_cast<int>(i);
-    out += (i ? ", " : "") + name(g.inputs()[i]) + ": " + g.inputs()[i]->type.str();
+    out += (i ? ", " : "") + name(g.inputs()[i]) + ": " + g.inputs()[i]->type().str();
   }
   out += ") {\n";
   for (size_t s = 0; s < g.symbols().size(); ++s) {
@@ -25,8 +29,10 @@ std::string print(const Graph& g) {
   for (const Node* n : g.nodes()) {
     if (n->op == Op::Input) continue;
     names[n] = next++;
-    out += "  " + name(n) + " = " + std::string(n->info().name) + "(";
-    for (size_t i = 0; i < n->inputs.size(); ++i) out += (i ? ", " : "") + name(n->inputs[i]);
+    out += "  " + name(n);
+    if (n->num_outputs() != 1) out += ":" + std::to_string(n->num_outputs());
+    out += " = " + std::string(n->info().name) + "(";
+    for (size_t i = 0; i < n->inputs.size(); ++i) out += (i ? ", " : "") + ref(n->inputs[i]);
     out += ")";
     if (!n->attrs.empty()) {
       out += " {";
@@ -37,10 +43,10 @@ std::string print(const Graph& g) {
       }
       out += "}";
     }
-    out += " : " + n->type.str() + "\n";
+    out += " : " + types_str(n->types) + "\n";
   }
   out += "  return";
-  for (size_t i = 0; i < g.outputs().size(); ++i) out += (i ? ", " : " ") + name(g.outputs()[i]);
+  for (size_t i = 0; i < g.outputs().size(); ++i) out += (i ? ", " : " ") + ref(g.outputs()[i]);
   return out + "\n}\n";
 }
 

@@ -19,6 +19,25 @@ Literal to_literal(const Array& a) {
   return lit;
 }
 
+// Small and static in every output: folding it keeps the IR small.
+bool small_enough(const Node* n) {
+  int64_t total = 0;
+  for (const TensorType& t : n->types) {
+    if (!is_static(t.shape)) return false;
+    total += numel(t.shape).value();
+  }
+  return total <= kMaxFoldedElements;
+}
+
+bool foldable(const Node* n) {
+  if (n->op == Op::Input || n->op == Op::Constant) return false;
+  if (n->op == Op::Uniform || n->op == Op::Normal) return false;  // keep the seed visible in the IR
+  if (!small_enough(n)) return false;
+  for (const Value& in : n->inputs)
+    if (in.node->op != Op::Constant) return false;
+  return true;
+}
+
 class ConstantFold : public Pass {
  public:
   std::string_view name() const override { return "constant-fold"; }
@@ -26,22 +45,19 @@ class ConstantFold : public Pass {
   bool run(Graph& g) override {
     bool changed = false;
     for (Node* n : g.nodes()) {
-      if (n->op == Op::Input || n->op == Op::Constant) continue;
-      if (n->op == Op::Uniform || n->op == Op::Normal) continue;  // keep the seed visible in the IR
-      if (!is_static(n->type.shape) || numel(n->type.shape).value() > kMaxFoldedElements) continue;
-      bool all_constant = true;
-      for (Node* in : n->inputs) all_constant = all_constant && in->op == Op::Constant;
-      if (!all_constant) continue;
+      if (!foldable(n)) continue;
       std::vector<Array> args;
-      for (Node* in : n->inputs) args.push_back(run_op(Op::Constant, in->attrs, {}, in->type));
-      Array result;
+      for (const Value& in : n->inputs)
+        args.push_back(run_op(Op::Constant, in.node->attrs, {}, in.type()));
+      std::vector<Array> results;
       try {
-        result = run_op(n->op, n->attrs, args, n->type);
+        results = run_op(n->op, n->attrs, args, n->types);
       } catch (const Error&) {
         continue;  // raises at run time, where the user sees it
       }
-      Node* folded = g.add_constant(to_literal(result), n->type.shape, n);
-      g.replace_uses(n, folded);
+      // Every output becomes a constant; the node itself is left dead.
+      for (int i = 0; i < n->num_outputs(); ++i)
+        g.replace_uses(n->out(i), g.add_constant(to_literal(results[i]), n->types[i].shape, n));
       changed = true;
     }
     return changed;

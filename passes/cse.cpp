@@ -12,7 +12,8 @@ class CommonSubexpressionElimination : public Pass {
   std::string_view name() const override { return "cse"; }
 
   bool run(Graph& g) override {
-    // The key names inputs by their position in the graph, so it is deterministic.
+    // The key names inputs by their node's position in the graph and the output index, so it is
+    // deterministic. A node is one unit: a duplicate multi-output node is replaced whole.
     std::unordered_map<const Node*, size_t> position;
     std::map<std::string, Node*> seen;
     bool changed = false;
@@ -20,13 +21,14 @@ class CommonSubexpressionElimination : public Pass {
       position[n] = position.size();
       if (n->op == Op::Input) continue;
       std::string key = std::string(n->info().name) + "(";
-      for (Node* in : n->inputs) key += std::to_string(position.at(in)) + ",";
+      for (const Value& in : n->inputs)
+        key += std::to_string(position.at(in.node)) + "#" + std::to_string(in.index) + ",";
       key += ")";
       for (const auto& [name, value] : n->attrs) key += name + "=" + attr_str(value) + ";";
-      key += n->type.str();
+      key += types_str(n->types);
       auto [it, inserted] = seen.emplace(key, n);
       if (inserted) continue;
-      g.replace_uses(n, it->second);
+      g.replace_all_uses(n, it->second);
       position[n] = position.at(it->second);
       changed = true;
     }

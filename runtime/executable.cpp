@@ -9,23 +9,30 @@
 namespace ember {
 
 Executable::Executable(std::unique_ptr<Graph> graph) : graph_(std::move(graph)) {
-  std::unordered_map<const Node*, int> slot, last_use;
-  for (const Node* in : graph_->inputs()) slot[in] = slots_++;
-  std::vector<const Node*> order;
-  for (const Node* n : graph_->nodes())
+  // A slot per value: inputs first, then each node's outputs in order.
+  std::unordered_map<Value, int, ValueHash> slot, last_use;
+  for (Node* in : graph_->inputs()) slot[in] = slots_++;
+  std::vector<Node*> order;
+  for (Node* n : graph_->nodes())
     if (n->op != Op::Input) {
-      slot[n] = slots_++;
+      for (int i = 0; i < n->num_outputs(); ++i) slot[n->out(i)] = slots_++;
       order.push_back(n);
     }
   for (size_t i = 0; i < order.size(); ++i)
-    for (const Node* in : order[i]->inputs) last_use[in] = static_cast<int>(i);
-  for (const Node* out : graph_->outputs()) {
+    for (const Value& in : order[i]->inputs) last_use[in] = static_cast<int>(i);
+  for (const Value& out : graph_->outputs()) {
     outputs_.push_back(slot.at(out));
     last_use[out] = static_cast<int>(order.size());  // outputs live to the end
   }
   for (size_t i = 0; i < order.size(); ++i) {
-    Step step{order[i], {}, slot.at(order[i]), {}};
-    for (const Node* in : order[i]->inputs) {
+    Node* n = order[i];
+    Step step{n, {}, {}, {}};
+    for (int k = 0; k < n->num_outputs(); ++k) {
+      step.outputs.push_back(slot.at(n->out(k)));
+      // An output nobody reads is released at once (the node runs for its other outputs).
+      if (!last_use.count(n->out(k))) step.release.push_back(step.outputs.back());
+    }
+    for (const Value& in : n->inputs) {
       step.inputs.push_back(slot.at(in));
       bool last = last_use.at(in) == static_cast<int>(i);
       if (last && std::find(step.release.begin(), step.release.end(), slot.at(in)) == step.release.end())
@@ -44,7 +51,13 @@ std::vector<Array> Executable::run(std::span<const Array> inputs, const SymbolVa
   for (const Step& step : steps_) {
     args.clear();
     for (int s : step.inputs) args.push_back(slots[s]);
-    slots[step.output] = run_op(step.node->op, step.node->attrs, args, step.node->type, symbols);
+    const Node* n = step.node;
+    if (n->info().multi_output()) {
+      std::vector<Array> results = run_op(n->op, n->attrs, args, n->types, symbols);
+      for (size_t k = 0; k < results.size(); ++k) slots[step.outputs[k]] = std::move(results[k]);
+    } else {
+      slots[step.outputs[0]] = run_op(n->op, n->attrs, args, n->types[0], symbols);
+    }
     for (int s : step.release) slots[s] = Array();  // free intermediates early
   }
   std::vector<Array> outputs;

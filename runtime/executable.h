@@ -23,7 +23,7 @@ class Executable {
   struct Step {
     const Node* node;
     std::vector<int> inputs;   // slots read
-    int output;                // slot written
+    std::vector<int> outputs;  // slots written, one per output
     std::vector<int> release;  // slots whose last use this is
   };
   std::unique_ptr<Graph> graph_;

@@ -10,7 +10,11 @@
 
 namespace ember {
 
-// One op on concrete inputs. `out` is the node's type; its symbols are evaluated with `symbols`.
+// One op on concrete inputs, giving one array per output. `outs` are the node's types; their
+// symbols are evaluated with `symbols`.
+std::vector<Array> run_op(Op op, const Attrs& attrs, std::span<const Array> inputs,
+                          std::span<const TensorType> outs, const SymbolValues& symbols = {});
+// The same for a single-output op.
 Array run_op(Op op, const Attrs& attrs, std::span<const Array> inputs, const TensorType& out,
              const SymbolValues& symbols = {});
 

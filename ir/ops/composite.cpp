@@ -44,6 +44,36 @@ TensorType infer_batch_norm(const OpInfo& op, std::span<const TensorType> in, co
   return {x.dtype, x.shape};
 }
 
+// (out, mean, rstd); mean and rstd keep the normalised dims as size 1, as aten.native_layer_norm.
+std::vector<TensorType> infer_native_layer_norm(const OpInfo& op, std::span<const TensorType> in,
+                                                const Attrs& attrs) {
+  TensorType out = infer_norm(op, in, attrs);
+  TensorType stat = out;
+  size_t first = out.shape.size() - attr_int(attrs, "ndim");
+  for (size_t i = first; i < out.shape.size(); ++i) stat.shape[i] = Dim(1);
+  return {out, stat, stat};
+}
+
+// (out, batch mean, batch invstd, new running_mean, new running_var) from
+// (x, weight, bias, running_mean, running_var), the inputs in aten.native_batch_norm's order.
+std::vector<TensorType> infer_native_batch_norm(const OpInfo& op, std::span<const TensorType> in,
+                                                const Attrs& attrs) {
+  const TensorType& x = in[0];
+  check_floating(op, x, "input");
+  if (x.shape.size() < 2) EMBER_OP_ERROR(Value, op, "input must be [N, C, ...], got ", x.str());
+  if (attr_float(attrs, "eps") < 0) EMBER_OP_ERROR(Value, op, "eps must be >= 0");
+  const char* names[] = {"", "weight", "bias", "running_mean", "running_var"};
+  for (size_t i = 1; i < 5; ++i) check_param(op, x, in[i], {x.shape[1]}, names[i]);
+  Dim count = x.shape[0];
+  for (size_t d = 2; d < x.shape.size(); ++d) count = count * x.shape[d];
+  // The unbiased variance needs two values (F.batch_norm checks the same in training).
+  if (count.is_static() && count.value() < 2)
+    EMBER_OP_ERROR(Value, op, "expected more than 1 value per channel in training, got input ",
+                   x.str());
+  TensorType channel{x.dtype, {x.shape[1]}};
+  return {x, channel, channel, channel, channel};
+}
+
 TensorType infer_attention(const OpInfo& op, std::span<const TensorType> in, const Attrs&) {
   const TensorType &q = in[0], &k = in[1], &v = in[2];
   check_floating(op, q, "query");
@@ -95,6 +125,18 @@ void register_composites(Table& table) {
   at(Op::BatchNorm).doc = "inference batch norm: (x - running_mean) / sqrt(running_var + eps) * weight + bias per channel";
   at(Op::BatchNorm).infer = infer_batch_norm;
   at(Op::BatchNorm).attrs = {{"eps", AttrType::Float, Attr(1e-5)}};
+  at(Op::NativeLayerNorm).doc =
+      "(layer_norm(x, weight, bias), mean, 1 / sqrt(var + eps)) over the last `ndim` dims; "
+      "mean and rstd keep them as size 1";
+  at(Op::NativeLayerNorm).infer_multi = infer_native_layer_norm;
+  at(Op::NativeLayerNorm).attrs = at(Op::LayerNorm).attrs;
+  at(Op::NativeBatchNorm).doc =
+      "training batch norm of (x, weight, bias, running_mean, running_var): (out, mean, "
+      "1 / sqrt(var + eps), updated running_mean, running_var); var is biased, the running var "
+      "update unbiased";
+  at(Op::NativeBatchNorm).infer_multi = infer_native_batch_norm;
+  at(Op::NativeBatchNorm).attrs = {{"momentum", AttrType::Float, Attr(0.1)},
+                                   {"eps", AttrType::Float, Attr(1e-5)}};
   at(Op::ScaledDotProductAttention).doc =
       "softmax(q k^T * scale + mask) v; mask is bool (true attends) or additive; scale 0 means 1/sqrt(E)";
   at(Op::ScaledDotProductAttention).infer = infer_attention;

@@ -129,6 +129,30 @@ TensorType infer_slice(const OpInfo& op, std::span<const TensorType> in, const A
   return {x.dtype, out};
 }
 
+// One output per entry of `sizes`, which must add up to the dim along `axis`.
+std::vector<TensorType> infer_split(const OpInfo& op, std::span<const TensorType> in,
+                                    const Attrs& attrs) {
+  const TensorType& x = in[0];
+  if (x.shape.empty()) EMBER_OP_ERROR(Value, op, "cannot split a 0-d tensor");
+  int64_t axis = normalize_axis(op.name, attr_int(attrs, "axis"), rank_of(x));
+  const Ints& sizes = attr_ints(attrs, "sizes");
+  if (sizes.empty()) EMBER_OP_ERROR(Value, op, "sizes must name at least one part");
+  int64_t total = 0;
+  for (int64_t s : sizes) {
+    if (s < 0) EMBER_OP_ERROR(Value, op, "sizes must be >= 0, got ", shape_str(to_shape(sizes)));
+    total += s;
+  }
+  require_equal_dims(op.name, x.shape[axis], Dim(total),
+                     detail::concat("sizes ", shape_str(to_shape(sizes)), " add up to ", total,
+                                    ", not to dim ", axis, " of ", x.str()));
+  std::vector<TensorType> out;
+  for (int64_t s : sizes) {
+    out.push_back(x);
+    out.back().shape[axis] = Dim(s);
+  }
+  return out;
+}
+
 TensorType infer_squeeze(const OpInfo& op, std::span<const TensorType> in, const Attrs& attrs) {
   const TensorType& x = in[0];
   Ints axes = normalize_axes(op.name, attr_ints(attrs, "axes"), rank_of(x));
@@ -262,6 +286,12 @@ void register_movement(Table& table) {
   set(Op::Unsqueeze, "insert a size-1 dim at `axis`", infer_unsqueeze, {{"axis", AttrType::Int, std::nullopt}});
   set(Op::Flatten, "merge dims start..end into one", infer_flatten,
       {{"start", AttrType::Int, Attr(int64_t{0})}, {"end", AttrType::Int, Attr(int64_t{-1})}});
+  OpInfo& split = table[static_cast<size_t>(Op::Split)];
+  split.doc =
+      "one output per entry of `sizes`: consecutive parts along `axis` (torch.split_with_sizes)";
+  split.infer_multi = infer_split;
+  split.attrs = {{"sizes", AttrType::Ints, std::nullopt},
+                 {"axis", AttrType::Int, Attr(int64_t{0})}};
   set(Op::Concat, "join along an existing axis; dtypes promote", infer_concat, {{"axis", AttrType::Int, Attr(int64_t{0})}});
   set(Op::Stack, "join along a new axis; dtypes promote", infer_concat, {{"axis", AttrType::Int, Attr(int64_t{0})}});
   set(Op::Pad, "constant padding; pads are (before, after) pairs, last dim first, negative crops", infer_pad,

@@ -28,7 +28,7 @@ TensorType infer_reduction(const OpInfo& op, std::span<const TensorType> in, con
     case Op::Sum: case Op::Prod:
       if (!is_floating(dtype)) dtype = DType::Int64;  // as PyTorch: integer sums accumulate in int64
       break;
-    case Op::Mean: case Op::Var: case Op::Std: case Op::LogSumExp:
+    case Op::Mean: case Op::Var: case Op::Std: case Op::LogSumExp: case Op::VarMean:
       if (!is_floating(dtype)) dtype = kDefaultFloat;
       break;
     case Op::ArgMax: case Op::ArgMin:
@@ -38,6 +38,29 @@ TensorType infer_reduction(const OpInfo& op, std::span<const TensorType> in, con
       break;
   }
   return {dtype, shape};
+}
+
+// (variance, mean): both of the float type var gives.
+std::vector<TensorType> infer_var_mean(const OpInfo& op, std::span<const TensorType> in,
+                                       const Attrs& attrs) {
+  TensorType t = infer_reduction(op, in, attrs);
+  return {t, t};
+}
+
+// (values, int64 indices) along one axis; a 0-d tensor takes axis 0 or -1, as in PyTorch.
+std::vector<TensorType> infer_max_dim(const OpInfo& op, std::span<const TensorType> in,
+                                      const Attrs& attrs) {
+  const TensorType& x = in[0];
+  int64_t rank = static_cast<int64_t>(x.shape.size());
+  int64_t axis = normalize_axis(op.name, attr_int(attrs, "axis"), rank);
+  if (rank == 0) return {{x.dtype, {}}, {DType::Int64, {}}};
+  if (x.shape[axis] == Dim(0))
+    EMBER_OP_ERROR(Value, op, "cannot reduce over a zero-size dim (axis ", axis, " of ", x.str(),
+                   ")");
+  Shape shape = x.shape;
+  if (attr_bool(attrs, "keepdim")) shape[axis] = Dim(1);
+  else shape.erase(shape.begin() + axis);
+  return {{x.dtype, shape}, {DType::Int64, shape}};
 }
 
 }  // namespace
@@ -64,6 +87,23 @@ void register_reductions(Table& table) {
     if (op == Op::Var || op == Op::Std)
       info.attrs.push_back({"correction", AttrType::Float, Attr(1.0)});
   }
+  OpInfo& var_mean = table[static_cast<size_t>(Op::VarMean)];
+  var_mean.doc = "(variance with `correction`, mean) over `axes`, as torch.var_mean";
+  var_mean.infer_multi = infer_var_mean;
+  var_mean.attrs = {{"axes", AttrType::Ints, Attr(std::vector<int64_t>{})},
+                    {"keepdim", AttrType::Bool, Attr(false)},
+                    {"correction", AttrType::Float, Attr(1.0)}};
+  for (Op op : {Op::MaxDim, Op::MinDim}) {
+    OpInfo& info = table[static_cast<size_t>(op)];
+    info.infer_multi = infer_max_dim;
+    info.attrs = {{"axis", AttrType::Int, std::nullopt}, {"keepdim", AttrType::Bool, Attr(false)}};
+  }
+  table[static_cast<size_t>(Op::MaxDim)].doc =
+      "(values, int64 indices) of the largest element along `axis`, the first on ties; "
+      "the first NaN wins";
+  table[static_cast<size_t>(Op::MinDim)].doc =
+      "(values, int64 indices) of the smallest element along `axis`, the first on ties; "
+      "the first NaN wins";
 }
 
 }  // namespace ember::ops

@@ -17,13 +17,18 @@ struct Call {
   Op op;
   const Attrs& attrs;
   std::span<const Array> inputs;
-  DType dtype;                  // output dtype
-  std::vector<int64_t> shape;   // output shape, evaluated
+  DType dtype;                  // output dtype (of output 0 for a multi-output op)
+  std::vector<int64_t> shape;   // output shape, evaluated (of output 0 likewise)
   const SymbolValues& symbols;
+  std::vector<DType> dtypes;                 // every output's dtype
+  std::vector<std::vector<int64_t>> shapes;  // every output's shape, evaluated
 };
 
 using Kernel = Array (*)(const Call& call);
 using KernelTable = std::array<Kernel, kNumOps>;
+// Kernels of multi-output ops return one array per output, in order.
+using MultiKernel = std::vector<Array> (*)(const Call& call);
+using MultiKernelTable = std::array<MultiKernel, kNumOps>;
 
 void register_elementwise(KernelTable& t);
 void register_reductions(KernelTable& t);
@@ -31,6 +36,10 @@ void register_contractions(KernelTable& t);
 void register_movement(KernelTable& t);
 void register_composites(KernelTable& t);
 void register_creation(KernelTable& t);
+void register_multi_reductions(MultiKernelTable& t);
+void register_native_norms(MultiKernelTable& t);
+void register_sorting(MultiKernelTable& t);
+void register_split(MultiKernelTable& t);
 
 // Strides (in elements) of `a` broadcast to `shape` (0 along broadcast dims).
 std::vector<int64_t> broadcast_strides(const Array& a, const std::vector<int64_t>& shape);

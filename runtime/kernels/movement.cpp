@@ -93,6 +93,20 @@ Array slice(const Call& call) {
   return view_as(x, call.shape, strides, offset);
 }
 
+// Consecutive views along the axis, one per entry of `sizes` (an empty part starts nowhere, so
+// its offset stays within the storage).
+std::vector<Array> split(const Call& call) {
+  const Array& x = call.inputs[0];
+  int64_t axis = normalize_axis("split", attr_int(call.attrs, "axis"), x.rank()), start = 0;
+  std::vector<Array> parts;
+  for (const std::vector<int64_t>& shape : call.shapes) {
+    int64_t offset = x.offset() + (shape[axis] > 0 ? start * x.strides()[axis] : 0);
+    parts.push_back(view_as(x, shape, x.strides(), offset));
+    start += shape[axis];
+  }
+  return parts;
+}
+
 // The slice of `out` along `axis` from `start` with `len` entries, as a view.
 Array narrow(const Array& out, int64_t axis, int64_t start, int64_t len) {
   std::vector<int64_t> shape = out.shape();
@@ -214,5 +228,7 @@ void register_movement(KernelTable& t) {
   set(Op::Gather, gather);
   set(Op::Embedding, embedding);
 }
+
+void register_split(MultiKernelTable& t) { t[static_cast<size_t>(Op::Split)] = split; }
 
 }  // namespace ember::kernels

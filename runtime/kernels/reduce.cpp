@@ -1,6 +1,7 @@
 // Reductions: for every kept index, walk the reduced elements in row-major order. Floats
 // accumulate in double, integers in wrapping int64.
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 #include "runtime/kernels/kernel.h"
@@ -74,9 +75,10 @@ double reduce_float(Op op, const std::vector<double>& v, const Attrs& attrs) {
       mean /= static_cast<double>(n);
       double ss = 0;
       for (double x : v) ss += (x - mean) * (x - mean);
-      double denom = static_cast<double>(n) - attr_float(attrs, "correction");
-      double var = denom <= 0 ? std::numeric_limits<double>::quiet_NaN() : ss / denom;
-      if (n == 0) var = std::numeric_limits<double>::quiet_NaN();
+      // PyTorch divides by max(0, n - correction): inf past the last degree of freedom, NaN
+      // when every deviation is 0 (n <= 1).
+      double denom = std::max(0.0, static_cast<double>(n) - attr_float(attrs, "correction"));
+      double var = ss / denom;
       return op == Op::Var ? var : std::sqrt(var);
     }
     case Op::LogSumExp: {
@@ -143,11 +145,79 @@ Array reduce(const Call& call) {
   return out;
 }
 
+// (variance, mean) over the same axes, each as the single reductions compute them.
+std::vector<Array> var_mean(const Call& call) {
+  const Array& x = call.inputs[0];
+  Split s = split_axes(x, call.attrs);
+  Array var = Array::empty(call.dtypes[0], call.shapes[0]);
+  Array mean = Array::empty(call.dtypes[1], call.shapes[1]);
+  int64_t outer = 1;
+  for (int64_t d : s.outer_shape) outer *= d;
+  for (int64_t i = 0; i < outer; ++i) {
+    int64_t base = strided_offset(i, s.outer_shape, s.outer_strides);
+    std::vector<double> row = gather_row<double>(x, s, base);
+    element::store<double>(byte_ptr(var, i), var.dtype(), reduce_float(Op::Var, row, call.attrs));
+    element::store<double>(byte_ptr(mean, i), mean.dtype(),
+                           reduce_float(Op::Mean, row, call.attrs));
+  }
+  return {var, mean};
+}
+
+// The position of the extreme of n elements at p[0], p[stride], ...: the first one on ties, the
+// first NaN if there is one. T is int64_t for integers and bool (exact), double for floats.
+template <class T>
+int64_t extreme_index(const char* p, int64_t n, int64_t stride, DType dtype, bool largest) {
+  int64_t step = stride * static_cast<int64_t>(itemsize(dtype)), best = 0;
+  T best_value = element::load<T>(p, dtype);
+  for (int64_t j = 0; j < n; ++j) {
+    T v = element::load<T>(p + j * step, dtype);
+    if constexpr (std::is_floating_point_v<T>)
+      if (std::isnan(v)) return j;
+    if (largest ? v > best_value : v < best_value) best = j, best_value = v;
+  }
+  return best;
+}
+
+// (values, indices) of max_dim / min_dim along one axis (a 0-d input is its own extreme).
+std::vector<Array> max_dim(const Call& call) {
+  const Array& x = call.inputs[0];
+  int64_t axis =
+      x.rank() == 0 ? 0 : normalize_axis("max_dim", attr_int(call.attrs, "axis"), x.rank());
+  std::vector<int64_t> outer_shape = x.shape(), outer_strides = x.strides();
+  int64_t n = 1, stride = 0;
+  if (x.rank() > 0) {
+    n = x.shape()[axis], stride = x.strides()[axis];
+    outer_shape.erase(outer_shape.begin() + axis);
+    outer_strides.erase(outer_strides.begin() + axis);
+  }
+  Array values = Array::empty(call.dtypes[0], call.shapes[0]);
+  Array indices = Array::empty(DType::Int64, call.shapes[1]);
+  bool largest = call.op == Op::MaxDim;
+  size_t size = itemsize(x.dtype());
+  for (int64_t i = 0, outer = values.numel(); i < outer; ++i) {
+    const char* p = byte_ptr(x, strided_offset(i, outer_shape, outer_strides));
+    int64_t best = is_floating(x.dtype())
+                       ? extreme_index<double>(p, n, stride, x.dtype(), largest)
+                       : extreme_index<int64_t>(p, n, stride, x.dtype(), largest);
+    std::memcpy(byte_ptr(values, i), p + best * stride * static_cast<int64_t>(size), size);
+    indices.data_as<int64_t>()[i] = best;
+  }
+  return {values, indices};
+}
+
 }  // namespace
 
 void register_reductions(KernelTable& t) {
-  for (int i = 0; i < kNumOps; ++i)
-    if (op_info(static_cast<Op>(i)).is_reduction()) t[i] = reduce;
+  for (int i = 0; i < kNumOps; ++i) {
+    const OpInfo& info = op_info(static_cast<Op>(i));
+    if (info.is_reduction() && !info.multi_output()) t[i] = reduce;
+  }
+}
+
+void register_multi_reductions(MultiKernelTable& t) {
+  t[static_cast<size_t>(Op::VarMean)] = var_mean;
+  t[static_cast<size_t>(Op::MaxDim)] = max_dim;
+  t[static_cast<size_t>(Op::MinDim)] = max_dim;
 }
 
 }  // namespace ember::kernels

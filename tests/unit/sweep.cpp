@@ -126,6 +126,11 @@ Expected result(DType dtype, Ref out) {
   e.out = std::move(out);
   return e;
 }
+Expected results(const std::vector<DType>& dtypes, std::vector<Ref> outs) {
+  Expected e = result(dtypes.at(0), std::move(outs.at(0)));
+  for (size_t i = 1; i < outs.size(); ++i) e.more.push_back({dtypes.at(i), std::move(outs[i])});
+  return e;
+}
 Expected raises(ErrorKind kind) {
   Expected e;
   e.error = kind;
@@ -146,6 +151,44 @@ std::vector<double> read(const Array& a) {
   return out;
 }
 
+std::vector<Tensor> invoke(const Case& c, const std::vector<Tensor>& args) {
+  if (c.call_multi) return c.call_multi(args);
+  return {c.call(args)};
+}
+
+namespace {
+
+// Checks one output against its expected dtype and values; returns the failures.
+std::vector<std::string> check_output(const Array& a, DType dtype, const Ref& want,
+                                      const Expected& e) {
+  std::vector<std::string> failures;
+  if (a.dtype() != dtype)
+    failures.push_back("dtype " + dname(a.dtype()) + ", expected " + dname(dtype));
+  if (a.shape() != want.shape) {
+    failures.push_back("shape " + ref::shape_text(a.shape()) + ", expected " +
+                       ref::shape_text(want.shape));
+    return failures;
+  }
+  if (!e.check_values) return failures;
+  std::vector<double> got = read(a);
+  Tol tol = tolerance(a.dtype(), e.big_reduction);
+  int bad = 0;
+  std::string detail;
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (matches(got[i], want.v[i], a.dtype(), tol)) continue;
+    if (++bad > 3) continue;
+    detail += "\n    at " + ref::shape_text(ref::unravel(static_cast<int64_t>(i), want.shape)) +
+              ": got " + num(got[i]) + ", expected " + num(want.v[i]);
+  }
+  if (bad)
+    failures.push_back(std::to_string(bad) + " of " + std::to_string(got.size()) +
+                       " values differ (" + dname(a.dtype()) + " rtol " + num(tol.rtol) +
+                       " atol " + num(tol.atol) + ")" + detail);
+  return failures;
+}
+
+}  // namespace
+
 // Runs one case; appends a message to `out.failures` for each way it went wrong.
 void run_case(const Case& c, const std::string& header, Outcome& out, int index) {
   ++out.cases;
@@ -165,9 +208,9 @@ void run_case(const Case& c, const std::string& header, Outcome& out, int index)
         fail("input " + std::to_string(i) + " was modified");
     }
   };
-  Tensor y;
+  std::vector<Tensor> ys;
   try {
-    y = c.call(args);
+    ys = invoke(c, args);
   } catch (const Error& err) {
     check_inputs();
     check_compiled(c, args, nullptr, err.kind(), index, fail);
@@ -180,33 +223,23 @@ void run_case(const Case& c, const std::string& header, Outcome& out, int index)
     return;
   }
   check_inputs();
-  check_compiled(c, args, &y, std::nullopt, index, fail);
+  check_compiled(c, args, &ys, std::nullopt, index, fail);
   if (e.error) {
     fail(std::string("expected ember::Error(") + kind_name(*e.error) + "), got a result");
     return;
   }
-  const Array& a = y.array();
-  if (a.dtype() != e.dtype) fail("dtype " + dname(a.dtype()) + ", expected " + dname(e.dtype));
-  if (a.shape() != e.out.shape) {
-    fail("shape " + ref::shape_text(a.shape()) + ", expected " + ref::shape_text(e.out.shape));
+  if (ys.size() != 1 + e.more.size()) {
+    fail(std::to_string(ys.size()) + " outputs, expected " + std::to_string(1 + e.more.size()));
     return;
   }
-  if (c.shares_storage && a.storage() != c.inputs[0].storage)
-    fail("a view op did not share its input's storage");
-  if (!e.check_values) return;
-  std::vector<double> got = read(a);
-  Tol tol = tolerance(a.dtype(), e.big_reduction);
-  int bad = 0;
-  std::string detail;
-  for (size_t i = 0; i < got.size(); ++i) {
-    if (matches(got[i], e.out.v[i], a.dtype(), tol)) continue;
-    if (++bad > 3) continue;
-    detail += "\n    at " + ref::shape_text(ref::unravel(static_cast<int64_t>(i), e.out.shape)) +
-              ": got " + num(got[i]) + ", expected " + num(e.out.v[i]);
+  for (size_t k = 0; k < ys.size(); ++k) {
+    const Array& a = ys[k].array();
+    std::string which = ys.size() > 1 ? "output " + std::to_string(k) + ": " : "";
+    if (c.shares_storage && a.storage() != c.inputs[0].storage)
+      fail(which + "a view op did not share its input's storage");
+    const ExpectedOutput want = k == 0 ? ExpectedOutput{e.dtype, e.out} : e.more[k - 1];
+    for (const std::string& f : check_output(a, want.dtype, want.out, e)) fail(which + f);
   }
-  if (bad)
-    fail(std::to_string(bad) + " of " + std::to_string(got.size()) + " values differ (" +
-         dname(a.dtype()) + " rtol " + num(tol.rtol) + " atol " + num(tol.atol) + ")" + detail);
 }
 
 // Reports one (op, dtype) outcome through Catch, honouring the expected-failure table.
@@ -244,7 +277,7 @@ void check_rejects(const Spec& s, DType dt) {
   for (const Input& in : c.inputs) args.push_back(in.tensor);
   INFO(header(name, dt, 5, seed) << " (unsupported dtype)");
   try {
-    c.call(args);
+    invoke(c, args);
     FAIL_CHECK("(" << name << ", " << dname(dt) << ") is unsupported but ran without an error");
   } catch (const Error& e) {
     INFO("message: " << e.what());

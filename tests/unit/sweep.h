@@ -139,9 +139,16 @@ class Gen {
 
 // ---- cases and their checks (sweep.cpp)
 
+// One more output of a multi-output op.
+struct ExpectedOutput {
+  DType dtype;
+  Ref out;
+};
+
 struct Expected {
   DType dtype = DType::Float32;
   Ref out;                         // unrounded reference values
+  std::vector<ExpectedOutput> more;  // outputs 1, 2, ... of a multi-output op
   std::optional<ErrorKind> error;  // the call must raise this instead
   bool big_reduction = false;      // a reduction over > 4096 elements (looser f16/bf16 rtol)
   bool check_values = true;        // false: dtype and shape only (random ops)
@@ -149,6 +156,8 @@ struct Expected {
 
 // The expected outcome of a case: a value of `dtype`, or an error of `kind`.
 Expected result(DType dtype, Ref out);
+// The outputs of a multi-output op, in order, with their dtypes.
+Expected results(const std::vector<DType>& dtypes, std::vector<Ref> outs);
 Expected raises(ErrorKind kind);
 
 struct Case {
@@ -161,9 +170,14 @@ struct Case {
   std::function<Tensor(const std::vector<Tensor>&)> traced;
   // Why the case cannot run through compile(); unset: it must.
   const char* not_compiled = nullptr;
+  // Set instead of `call` for a multi-output op: every output, in order.
+  std::function<std::vector<Tensor>(const std::vector<Tensor>&)> call_multi;
   std::function<Expected()> expect;
-  bool shares_storage = false;  // a view of input 0
+  bool shares_storage = false;  // a view of input 0 (every output of it)
 };
+
+// The outputs of a case's call (one for a single-output op).
+std::vector<Tensor> invoke(const Case& c, const std::vector<Tensor>& args);
 
 // The logical values of an array, read with its own strides and offset.
 std::vector<double> read(const Array& a);
@@ -177,7 +191,7 @@ struct Outcome {
 void run_case(const Case& c, const std::string& header, Outcome& out, int index = 0);
 
 // Runs the case through compile() and compares with eager's result or error (sweep_compiled.cpp).
-void check_compiled(const Case& c, const std::vector<Tensor>& args, const Tensor* eager,
+void check_compiled(const Case& c, const std::vector<Tensor>& args, const std::vector<Tensor>* eager,
                     std::optional<ErrorKind> eager_error, int index,
                     const std::function<void(const std::string&)>& fail);
 
@@ -219,5 +233,11 @@ Case full_case(Op op, DType dt, Gen& g);
 Case arange_case(Op op, DType dt, Gen& g);
 Case constant_case(Op op, DType dt, Gen& g);
 Case random_case(Op op, DType dt, Gen& g);
+Case extreme_case(Op op, DType dt, Gen& g);
+Case var_mean_case(Op op, DType dt, Gen& g);
+Case sort_case(Op op, DType dt, Gen& g);
+Case split_case(Op op, DType dt, Gen& g);
+Case native_layer_norm_case(Op op, DType dt, Gen& g);
+Case native_batch_norm_case(Op op, DType dt, Gen& g);
 
 }  // namespace ember::sweep

@@ -15,7 +15,7 @@ namespace {
 
 // Calls `f` with the case's tensors as separate arguments, so each is a graph input.
 template <class F>
-Tensor call_spread(F& f, const std::vector<Tensor>& a) {
+std::vector<Tensor> call_spread(F& f, const std::vector<Tensor>& a) {
   switch (a.size()) {
     case 0: return f();
     case 1: return f(a[0]);
@@ -35,22 +35,25 @@ bool same_bits(const Array& x, const Array& y) {
 
 }  // namespace
 
-void check_compiled(const Case& c, const std::vector<Tensor>& args, const Tensor* eager,
+void check_compiled(const Case& c, const std::vector<Tensor>& args, const std::vector<Tensor>* eager,
                     std::optional<ErrorKind> eager_error, int index, const std::function<void(const std::string&)>& fail) {
   if (c.not_compiled) return;
   bool dynamic = index % 2 == 1;
   std::string how = dynamic ? "compiled (dynamic=true)" : "compiled (static)";
-  Tensor traced_eager;
+  std::vector<Tensor> traced_eager;
   if (c.traced && !eager_error) {
-    traced_eager = c.traced(args);
+    traced_eager = {c.traced(args)};
     eager = &traced_eager;
   }
-  const auto& op = c.traced ? c.traced : c.call;
-  auto body = [&](const auto&... xs) { return op({xs...}); };
+  auto body = [&](const auto&... xs) -> std::vector<Tensor> {
+    std::vector<Tensor> in{xs...};
+    if (c.traced) return {c.traced(in)};
+    return invoke(c, in);
+  };
   auto f = compile(body, Options{.fullgraph = true, .dynamic = dynamic});
   for (int call = 0; call < 2; ++call) {
     std::string when = how + (call == 0 ? ", first call" : ", replay");
-    Tensor y;
+    std::vector<Tensor> y;
     try {
       y = call_spread(f, args);
     } catch (const Error& err) {
@@ -66,16 +69,23 @@ void check_compiled(const Case& c, const std::vector<Tensor>& args, const Tensor
       fail(when + " returned a result where eager threw ember::Error(" + kind_name(*eager_error) + ")");
       return;
     }
-    if (!same_bits(y.array(), eager->array())) {
-      fail(when + " differs from eager: " + y.array().str(8) + " vs " + eager->array().str(8));
+    if (y.size() != eager->size()) {
+      fail(when + " returned " + std::to_string(y.size()) + " outputs, eager " + std::to_string(eager->size()));
       return;
     }
+    for (size_t k = 0; k < y.size(); ++k)
+      if (!same_bits(y[k].array(), (*eager)[k].array())) {
+        fail(when + " output " + std::to_string(k) + " differs from eager: " + y[k].array().str(8) + " vs " +
+             (*eager)[k].array().str(8));
+        return;
+      }
   }
   if (eager_error) return;
   // A compiled graph ran, unless the result is an input itself (a view that changes nothing).
   Report r = f.report();
   bool is_input = false;
-  for (const Tensor& a : args) is_input = is_input || a.array().storage() == eager->array().storage();
+  for (const Tensor& a : args)
+    for (const Tensor& e : *eager) is_input = is_input || a.array().storage() == e.array().storage();
   if (r.graph_count() != 1 && !(r.graph_count() == 0 && is_input))
     fail(how + " ran " + std::to_string(r.graph_count()) + " graphs, expected 1");
   if (r.graph_break_count() != 0) fail(how + " broke the graph");

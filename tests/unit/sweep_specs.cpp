@@ -64,6 +64,14 @@ const std::vector<Spec>& specs() {
     add(Op::Uniform, "creation", floats_only, random_case);
     add(Op::Normal, "creation", floats_only, random_case);
     add(Op::Constant, "creation", all_dtypes, constant_case);
+    add(Op::MaxDim, "multi-output", all_dtypes, extreme_case);
+    add(Op::MinDim, "multi-output", all_dtypes, extreme_case);
+    add(Op::VarMean, "multi-output", all_dtypes, var_mean_case);
+    add(Op::Sort, "multi-output", all_dtypes, sort_case);
+    add(Op::TopK, "multi-output", no_bool, sort_case);
+    add(Op::Split, "multi-output", all_dtypes, split_case);
+    add(Op::NativeLayerNorm, "multi-output", floats_only, native_layer_norm_case);
+    add(Op::NativeBatchNorm, "multi-output", floats_only, native_batch_norm_case);
     return t;
   }();
   return table;

@@ -1,8 +1,8 @@
 // Random-graph fuzzing of the passes: thousands of small graphs (up to 10 nodes) built to hit
-// the simplifier, constant folding and CSE, run unoptimised and through the default pipeline.
-// Every pass is exact, so the outputs must be identical bit for bit (the sign of zero, NaN signs
-// and payloads, signalling NaNs quieted or not, all as eager), and every graph must print and
-// parse back to itself.
+// the simplifier, constant folding and CSE (multi-output nodes included), run unoptimised and
+// through the default pipeline. Every pass is exact, so the outputs must be identical bit for bit
+// (the sign of zero, NaN signs and payloads, signalling NaNs quieted or not, all as eager), and
+// every graph must print and parse back to itself.
 #include <bit>
 #include <cmath>
 #include <limits>
@@ -51,11 +51,31 @@ bool same_bits(const Array& a, const Array& b) {
   return std::memcmp(x.data(), y.data(), x.numel() * itemsize(x.dtype())) == 0;
 }
 
+// A node with several outputs on x: every output is usable by later nodes and as a graph output.
+Node* multi_output_node(Graph& g, Value x, std::mt19937_64& rng) {
+  int64_t rank = static_cast<int64_t>(x.type().shape.size());
+  switch (rng() % 5) {
+    case 0: return g.add(Op::TopK, {x}, {{"k", int64_t{1}}, {"largest", rng() % 2 == 0}});
+    case 1: return g.add(Op::MaxDim, {x}, {{"axis", int64_t{-1}}, {"keepdim", rng() % 2 == 0}});
+    case 2: return g.add(Op::Sort, {x}, {{"descending", rng() % 2 == 0}});
+    case 3: return g.add(Op::VarMean, {x}, {{"correction", 0.0}});
+    default: {
+      if (rank == 0) return g.add(Op::MinDim, {x}, {{"axis", int64_t{0}}});
+      int64_t n = x.type().shape.back().value(), first = static_cast<int64_t>(rng() % (n + 1));
+      std::vector<int64_t> sizes{first, n - first};
+      return g.add(Op::Split, {x}, {{"sizes", sizes}, {"axis", int64_t{-1}}});
+    }
+  }
+}
+
 std::unique_ptr<Graph> random_graph(std::mt19937_64& rng) {
   auto g = std::make_unique<Graph>();
   DType dt = rng() % 4 == 0 ? DType::Int32 : DType::Float32;
   const std::vector<Shape> shapes = {{Dim(3), Dim(4)}, {Dim(4)}, {Dim(1), Dim(4)}, {}};
-  std::vector<Node*> values;
+  std::vector<Value> values;
+  auto push_all = [&](Node* n) {
+    for (int i = 0; i < n->num_outputs(); ++i) values.push_back(n->out(i));
+  };
   int inputs = 1 + static_cast<int>(rng() % 3);
   for (int i = 0; i < inputs; ++i) values.push_back(g->add_input({dt, shapes[rng() % shapes.size()]}));
   auto any = [&]() { return values[rng() % values.size()]; };
@@ -66,7 +86,7 @@ std::unique_ptr<Graph> random_graph(std::mt19937_64& rng) {
   int nodes = 1 + static_cast<int>(rng() % 10);
   for (int i = 0; i < nodes; ++i) {
     try {
-      switch (rng() % 8) {
+      switch (rng() % 9) {
         case 0:
           values.push_back(g->add(Op::Full, {}, {{"shape", shapes[rng() % shapes.size()]},
                                                  {"value", splats[rng() % 8]}, {"dtype", dt}}));
@@ -74,23 +94,24 @@ std::unique_ptr<Graph> random_graph(std::mt19937_64& rng) {
         case 1: values.push_back(g->add(unary[rng() % 9], {any()})); break;
         case 2: case 3: values.push_back(g->add(binary[rng() % 8], {any(), any()})); break;
         case 4: {  // a duplicate of an existing node, for CSE
-          Node* n = values[rng() % values.size()];
+          Node* n = values[rng() % values.size()].node;
           if (n->op == Op::Input || n->op == Op::Constant) break;
-          values.push_back(g->add(n->op, n->inputs, n->attrs));
+          push_all(g->add(n->op, n->inputs, n->attrs));
           break;
         }
         case 5: {
-          Node* x = any();
-          values.push_back(g->add(Op::Reshape, {x}, {{"shape", x->type.shape}}));
+          Value x = any();
+          values.push_back(g->add(Op::Reshape, {x}, {{"shape", x.type().shape}}));
           break;
         }
         case 6: {
-          Node* x = any();
-          if (x->type.shape.empty()) break;
+          Value x = any();
+          if (x.type().shape.empty()) break;
           values.push_back(g->add(Op::Sum, {x}, {{"axes", std::vector<int64_t>{-1}}, {"keepdim", true}}));
           break;
         }
         case 7: values.push_back(g->add(Op::Cast, {any()}, {{"dtype", rng() % 2 ? dt : DType::Float32}})); break;
+        case 8: push_all(multi_output_node(*g, any(), rng)); break;
       }
     } catch (const Error&) {
       // An op that does not accept these inputs (pow of ints by negatives is fine; bool inputs to
@@ -114,7 +135,8 @@ TEST_CASE("fuzz: the default pipeline never changes a result, and graphs round-t
     INFO("graph " << iter << ":\n" << text);
     REQUIRE(print(*parse_graph(text)) == text);
     std::vector<Array> inputs;
-    for (const Node* in : g->inputs()) inputs.push_back(random_array(rng, in->type.dtype, static_shape(in->type.shape)));
+    for (const Node* in : g->inputs())
+      inputs.push_back(random_array(rng, in->type().dtype, static_shape(in->type().shape)));
     auto optimised = g->clone();
     pipeline.run(*optimised);  // the verifier runs between passes (EMBER_VERIFY=1 under ctest)
     verify(*optimised);

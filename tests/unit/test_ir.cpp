@@ -215,7 +215,7 @@ TEST_CASE("the verifier rejects broken graphs and names the node", "[ir][verifie
   auto g = parse_graph("graph(%0: f32[4]) {\n  %1 = exp(%0) : f32[4]\n  %2 = neg(%1) : f32[4]\n  return %2\n}\n");
   verify(*g);
   Node* exp_node = g->nodes()[1];
-  exp_node->type.shape = {Dim(5)};  // a pass that set a type by hand
+  exp_node->types[0].shape = {Dim(5)};  // a pass that set a type by hand
   try {
     verify(*g);
     FAIL("verify accepted a wrong type");
