@@ -135,6 +135,8 @@ std::shared_ptr<const Executable> CompiledState::compile(const Graph& g, GraphIn
       info.op_count = it->second.info.op_count;
       info.ops = it->second.info.ops;
       info.ir = it->second.info.ir;
+      info.steps = it->second.info.steps;
+      info.buffers = it->second.info.buffers;
       info.cache_hit = true;
       return it->second.exec;
     }
@@ -152,6 +154,8 @@ std::shared_ptr<const Executable> CompiledState::compile(const Graph& g, GraphIn
   auto exec = std::make_shared<const Executable>(std::move(optimised));
   info.compile_ms = ms_since(start);
   fill_info(exec->graph(), info);
+  info.steps = exec->steps();
+  info.buffers = exec->buffers();
   if (config::log_enabled("compile"))
     config::log("compile", "graph " + std::to_string(hash) + ": " + std::to_string(info.op_count) + " ops in " +
                                std::to_string(info.compile_ms) + " ms");

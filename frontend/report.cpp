@@ -50,7 +50,8 @@ std::string Report::text() const {
     }
     char ms[32];
     std::snprintf(ms, sizeof ms, "%.2f", g.compile_ms);
-    out << "), compile " << ms << " ms" << (g.cache_hit ? " (cached)" : "") << "\n";
+    out << "), " << g.steps << " steps, " << g.buffers << " buffers, " << g.allocations
+        << " allocations per call, compile " << ms << " ms" << (g.cache_hit ? " (cached)" : "") << "\n";
   }
   for (size_t i = 0; i < breaks.size(); ++i) {
     const GraphBreak& b = breaks[i];
@@ -87,6 +88,8 @@ std::string Report::json() const {
     passes += "}";
     return "{\"id\": " + std::to_string(g.id) + ", \"hash\": \"" + std::to_string(g.hash) +
            "\", \"op_count\": " + std::to_string(g.op_count) + ", \"ops\": " + ops + "}, \"compile_ms\": " + ms + ", \"pass_ms\": " + passes +
+           ", \"steps\": " + std::to_string(g.steps) + ", \"buffers\": " + std::to_string(g.buffers) +
+           ", \"allocations\": " + std::to_string(g.allocations) +
            ", \"cache_hit\": " + (g.cache_hit ? "true" : "false") + ", \"ir\": " + quote(g.ir) + "}";
   };
   auto brk = [](const GraphBreak& b) {

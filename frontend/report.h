@@ -27,6 +27,9 @@ struct GraphInfo {
   bool cache_hit = false;          // found among this function's compiled graphs
   std::vector<std::pair<std::string, double>> pass_ms;  // time in each pass, in pipeline order
   std::string ir;                  // the optimised graph's text
+  int steps = 0;                   // steps of its plan (runtime/executable.h)
+  int buffers = 0;                 // buffers of its plan, allocated once per call
+  int64_t allocations = 0;         // storages one call allocated: buffers plus kernel temporaries
 };
 
 struct Recompile {

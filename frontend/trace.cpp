@@ -224,8 +224,8 @@ void TraceContext::flush(const std::vector<Tensor>& outputs) {
   GraphInfo info;
   auto exec = compiler_.compile(*graph_, info);
   info.id = static_cast<int>(report_.graphs.size());
+  std::vector<Array> results = exec->run(input_values_, values_, &info.allocations);
   report_.graphs.push_back(info);
-  std::vector<Array> results = exec->run(input_values_, values_);
   for (size_t i = 0; i < live.size(); ++i) {
     live[i]->value = results[i];
     live[i]->node = nullptr;  // now concrete; `ctx` stays set so its symbolic type is kept

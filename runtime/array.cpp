@@ -10,7 +10,14 @@
 
 namespace ember {
 
+namespace {
+thread_local int64_t allocations = 0;
+}  // namespace
+
+int64_t storage_allocations() { return allocations; }
+
 Storage::Storage(size_t n) : nbytes(n) {
+  ++allocations;
   // Round up so aligned_alloc accepts the size; never allocate 0 bytes.
   size_t rounded = ((n + 63) / 64) * 64;
   data = std::aligned_alloc(64, rounded == 0 ? 64 : rounded);

@@ -12,6 +12,9 @@
 
 namespace ember {
 
+// Storages allocated by this thread so far: what a plan's allocations per call are counted with.
+int64_t storage_allocations();
+
 struct Storage {
   explicit Storage(size_t nbytes);
   ~Storage();

@@ -1,68 +1,179 @@
 #include "runtime/executable.h"
 
 #include <algorithm>
+#include <limits>
 #include <unordered_map>
 
 #include "ir/error.h"
 #include "runtime/interpreter.h"
+#include "runtime/kernels/kernel.h"
 
 namespace ember {
 
+namespace {
+
+// Ops whose results may share their first input's storage instead of getting a buffer.
+bool may_alias_input(const Node* n) { return n->info().is_view() || n->op == Op::Split; }
+
+constexpr int kToEnd = std::numeric_limits<int>::max();
+
+}  // namespace
+
 Executable::Executable(std::unique_ptr<Graph> graph) : graph_(std::move(graph)) {
-  // A slot per value: inputs first, then each node's outputs in order.
-  std::unordered_map<Value, int, ValueHash> slot, last_use;
-  for (Node* in : graph_->inputs()) slot[in] = slots_++;
-  std::vector<Node*> order;
-  for (Node* n : graph_->nodes())
-    if (n->op != Op::Input) {
-      for (int i = 0; i < n->num_outputs(); ++i) slot[n->out(i)] = slots_++;
-      order.push_back(n);
-    }
-  for (size_t i = 0; i < order.size(); ++i)
-    for (const Value& in : order[i]->inputs) last_use[in] = static_cast<int>(i);
-  for (const Value& out : graph_->outputs()) {
-    outputs_.push_back(slot.at(out));
-    last_use[out] = static_cast<int>(order.size());  // outputs live to the end
+  plan_slots();
+  plan_buffers();
+}
+
+// A slot per value; constants are made here, once.
+void Executable::plan_slots() {
+  std::unordered_map<Value, int, ValueHash> slot;
+  for (Node* in : graph_->inputs()) {
+    slot[Value(in)] = static_cast<int>(slots_.size());
+    slots_.push_back({Home::Input, static_cast<int>(slots_.size()), Value(in)});
   }
-  for (size_t i = 0; i < order.size(); ++i) {
-    Node* n = order[i];
-    Step step{n, {}, {}, {}};
-    for (int k = 0; k < n->num_outputs(); ++k) {
-      step.outputs.push_back(slot.at(n->out(k)));
-      // An output nobody reads is released at once (the node runs for its other outputs).
-      if (!last_use.count(n->out(k))) step.release.push_back(step.outputs.back());
+  for (Node* n : graph_->nodes()) {
+    if (n->op == Op::Input) continue;
+    if (n->op == Op::Constant) {
+      slot[Value(n)] = static_cast<int>(slots_.size());
+      slots_.push_back({Home::Constant, static_cast<int>(constants_.size()), Value(n)});
+      constants_.push_back(run_op(n->op, n->attrs, {}, n->types[0]));
+      continue;
     }
-    for (const Value& in : n->inputs) {
-      step.inputs.push_back(slot.at(in));
-      bool last = last_use.at(in) == static_cast<int>(i);
-      if (last && std::find(step.release.begin(), step.release.end(), slot.at(in)) == step.release.end())
-        step.release.push_back(slot.at(in));
+    Step step{n, {}, {}, {}};
+    for (const Value& in : n->inputs) step.inputs.push_back(slot.at(in));
+    for (int k = 0; k < n->num_outputs(); ++k) {
+      slot[n->out(k)] = static_cast<int>(slots_.size());
+      step.outputs.push_back(static_cast<int>(slots_.size()));
+      slots_.push_back({may_alias_input(n) ? Home::View : Home::Buffer, -1, n->out(k)});
     }
     steps_.push_back(std::move(step));
   }
+  for (const Value& out : graph_->outputs()) outputs_.push_back(slot.at(out));
 }
 
-std::vector<Array> Executable::run(std::span<const Array> inputs, const SymbolValues& symbols) const {
+// Buffers by liveness: a linear scan over the steps with a free list.
+void Executable::plan_buffers() {
+  size_t n = slots_.size();
+  std::vector<int> last_use(n, -1), defined_at(n, -1), root(n, -1);
+  for (size_t i = 0; i < steps_.size(); ++i) {
+    for (int s : steps_[i].inputs) last_use[s] = static_cast<int>(i);
+    for (int s : steps_[i].outputs) defined_at[s] = static_cast<int>(i);
+  }
+  for (int s : outputs_) last_use[s] = kToEnd;
+  // The buffer slot a view looks into (through chains of views), if any.
+  for (const Step& step : steps_)
+    for (int s : step.outputs)
+      if (slots_[s].home == Home::View && !step.inputs.empty()) {
+        int in = step.inputs[0];
+        root[s] = slots_[in].home == Home::Buffer ? in : root[in];
+      }
+  // A buffer slot ends at the last use of itself or of any view into it.
+  std::vector<int> end(n, -1);
+  for (size_t s = 0; s < n; ++s) {
+    int until = std::max(last_use[s], defined_at[s]);
+    if (slots_[s].home == Home::Buffer) end[s] = std::max(end[s], until);
+    if (root[s] >= 0) end[root[s]] = std::max(end[root[s]], until);
+  }
+  std::vector<int> free_buffers;
+  std::vector<std::vector<int>> ending(steps_.size());  // buffer slots freed after each step
+  for (size_t i = 0; i < steps_.size(); ++i) {
+    for (int s : steps_[i].outputs) {
+      if (slots_[s].home != Home::Buffer) continue;
+      if (free_buffers.empty()) {
+        free_buffers.push_back(static_cast<int>(buffer_slots_.size()));
+        buffer_slots_.emplace_back();
+      }
+      slots_[s].index = free_buffers.back();
+      free_buffers.pop_back();
+      buffer_slots_[slots_[s].index].push_back(s);
+      if (end[s] != kToEnd) ending[std::max<int>(end[s], static_cast<int>(i))].push_back(s);
+    }
+    for (int s : ending[i]) free_buffers.push_back(slots_[s].index);
+  }
+  // Drop each value's array after its last use, so memory of views and inputs goes early too.
+  for (size_t i = 0; i < steps_.size(); ++i) {
+    Step& step = steps_[i];
+    for (int s : step.outputs)
+      if (last_use[s] < 0) step.release.push_back(s);
+    for (int s : step.inputs)
+      if (last_use[s] == static_cast<int>(i) && std::find(step.release.begin(), step.release.end(), s) == step.release.end())
+        step.release.push_back(s);
+  }
+}
+
+std::vector<Array> Executable::run(std::span<const Array> inputs, const SymbolValues& symbols,
+                                   int64_t* allocations) const {
   EMBER_CHECK(inputs.size() == graph_->inputs().size(), "executable called with ", inputs.size(), " inputs, takes ",
               graph_->inputs().size());
-  std::vector<Array> slots(slots_);
-  for (size_t i = 0; i < inputs.size(); ++i) slots[i] = inputs[i];
-  std::vector<Array> args;
+  int64_t allocations_before = storage_allocations();
+  // Sizes once per call: each buffer holds, in turn, values of several types.
+  std::vector<std::vector<int64_t>> shapes(slots_.size());
+  std::vector<std::shared_ptr<Storage>> buffers(buffer_slots_.size());
+  for (size_t b = 0; b < buffer_slots_.size(); ++b) {
+    size_t bytes = 0;
+    for (int s : buffer_slots_[b]) {
+      const TensorType& t = slots_[s].value.type();
+      shapes[s] = evaluate(t.shape, symbols);
+      bytes = std::max(bytes, static_cast<size_t>(checked_numel(op_name(slots_[s].value.node->op), shapes[s])) * itemsize(t.dtype));
+    }
+    buffers[b] = std::make_shared<Storage>(bytes);
+  }
+  std::vector<Array> values(slots_.size());
+  for (size_t s = 0; s < slots_.size(); ++s) {
+    if (slots_[s].home == Home::Input) values[s] = inputs[slots_[s].index];
+    if (slots_[s].home == Home::Constant) values[s] = constants_[slots_[s].index];
+  }
+  std::vector<Array> args, destinations;
   for (const Step& step : steps_) {
     args.clear();
-    for (int s : step.inputs) args.push_back(slots[s]);
-    const Node* n = step.node;
-    if (n->info().multi_output()) {
-      std::vector<Array> results = run_op(n->op, n->attrs, args, n->types, symbols);
-      for (size_t k = 0; k < results.size(); ++k) slots[step.outputs[k]] = std::move(results[k]);
-    } else {
-      slots[step.outputs[0]] = run_op(n->op, n->attrs, args, n->types[0], symbols);
+    destinations.clear();
+    for (int s : step.inputs) args.push_back(values[s]);
+    for (int s : step.outputs) {
+      if (slots_[s].home != Home::Buffer) { destinations.emplace_back(); continue; }
+      const std::vector<int64_t>& shape = shapes[s];
+      destinations.emplace_back(slots_[s].value.type().dtype, shape, Array::contiguous_strides(shape), 0,
+                                buffers[slots_[s].index]);
     }
-    for (int s : step.release) slots[s] = Array();  // free intermediates early
+    const Node* n = step.node;
+    std::vector<Array> results = run_op(n->op, n->attrs, args, n->types, symbols, destinations);
+    for (size_t k = 0; k < results.size(); ++k) {
+      int s = step.outputs[k];
+      if (slots_[s].home == Home::Buffer && results[k].data() != destinations[k].data()) {
+        kernels::copy_into(results[k], destinations[k]);  // a kernel that did not use its destination
+        results[k] = destinations[k];
+      }
+      values[s] = std::move(results[k]);
+    }
+    for (int s : step.release) values[s] = Array();
   }
   std::vector<Array> outputs;
-  for (int s : outputs_) outputs.push_back(slots[s]);
+  outputs.reserve(outputs_.size());
+  for (int s : outputs_) outputs.push_back(values[s]);
+  if (allocations) *allocations = storage_allocations() - allocations_before;
   return outputs;
+}
+
+std::string Executable::describe() const {
+  auto where = [&](int s) {
+    const Slot& slot = slots_[s];
+    switch (slot.home) {
+      case Home::Input: return "in" + std::to_string(slot.index);
+      case Home::Constant: return "const" + std::to_string(slot.index);
+      case Home::View: return std::string("view");
+      case Home::Buffer: return "b" + std::to_string(slot.index);
+    }
+    return std::string("?");
+  };
+  std::string out;
+  for (size_t i = 0; i < steps_.size(); ++i) {
+    const Step& step = steps_[i];
+    out += "step " + std::to_string(i) + ": " + std::string(step.node->info().name) + "(";
+    for (size_t k = 0; k < step.inputs.size(); ++k) out += (k ? ", " : "") + where(step.inputs[k]);
+    out += ") -> ";
+    for (size_t k = 0; k < step.outputs.size(); ++k) out += (k ? ", " : "") + where(step.outputs[k]);
+    out += "\n";
+  }
+  return out;
 }
 
 }  // namespace ember

@@ -36,13 +36,16 @@ const kernels::MultiKernelTable& multi_kernel_table() {
 }  // namespace
 
 std::vector<Array> run_op(Op op, const Attrs& attrs, std::span<const Array> inputs,
-                          std::span<const TensorType> outs, const SymbolValues& symbols) {
+                          std::span<const TensorType> outs, const SymbolValues& symbols,
+                          std::span<const Array> destinations) {
   EMBER_CHECK(!outs.empty(), "run_op of '", op_name(op), "' without output types");
   kernels::Call call{op, attrs, inputs, outs[0].dtype, evaluate(outs[0].shape, symbols), symbols,
-                     {}, {}};
+                     {}, {}, destinations};
   for (const TensorType& t : outs) {
     call.dtypes.push_back(t.dtype);
     call.shapes.push_back(evaluate(t.shape, symbols));
+    // Symbolic sizes are evaluated here: an overflow is the op's error, as in eager.
+    checked_numel(op_name(op), call.shapes.back());
   }
   if (!op_info(op).multi_output()) {
     kernels::Kernel kernel = kernel_table()[static_cast<size_t>(op)];

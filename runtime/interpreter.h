@@ -11,9 +11,11 @@
 namespace ember {
 
 // One op on concrete inputs, giving one array per output. `outs` are the node's types; their
-// symbols are evaluated with `symbols`.
+// symbols are evaluated with `symbols`. `destinations` (one per output, or none) are contiguous
+// arrays of the outputs' dtypes and shapes to write into; an undefined one means "allocate".
 std::vector<Array> run_op(Op op, const Attrs& attrs, std::span<const Array> inputs,
-                          std::span<const TensorType> outs, const SymbolValues& symbols = {});
+                          std::span<const TensorType> outs, const SymbolValues& symbols = {},
+                          std::span<const Array> destinations = {});
 // The same for a single-output op.
 Array run_op(Op op, const Attrs& attrs, std::span<const Array> inputs, const TensorType& out,
              const SymbolValues& symbols = {});

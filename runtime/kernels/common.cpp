@@ -43,6 +43,19 @@ void copy_into(const Array& src, const Array& dst) {
   });
 }
 
+Array output(const Call& call, size_t k) {
+  if (k < call.destinations.size() && call.destinations[k].defined()) return call.destinations[k];
+  return Array::empty(call.dtypes.empty() ? call.dtype : call.dtypes[k], call.shapes.empty() ? call.shape : call.shapes[k]);
+}
+
+Array deliver(const Call& call, const Array& result, size_t k) {
+  if (k >= call.destinations.size() || !call.destinations[k].defined())
+    return to_contiguous(result, call.dtypes.empty() ? call.dtype : call.dtypes[k]);
+  const Array& dst = call.destinations[k];
+  if (result.data() != dst.data() || result.dtype() != dst.dtype() || !result.is_contiguous()) copy_into(result, dst);
+  return dst;
+}
+
 Array to_contiguous(const Array& a, DType dtype) {
   if (a.dtype() == dtype && a.is_contiguous()) return a;
   Array out = Array::empty(dtype, a.shape());

@@ -25,8 +25,9 @@ Rows around_axis(const Array& x, int64_t axis) {
   return r;
 }
 
-Array from_double(const Array& d, DType dtype, const std::vector<int64_t>& shape) {
-  return to_contiguous(d.view(shape, Array::contiguous_strides(shape), 0), dtype);
+// The float64 result, converted into the op's output.
+Array from_double(const Call& call, const Array& d) {
+  return deliver(call, d.view(call.shape, Array::contiguous_strides(call.shape), 0));
 }
 
 Array softmax(const Call& call) {
@@ -48,7 +49,7 @@ Array softmax(const Call& call) {
       for (int64_t j = 0; j < r.n; ++j)
         q[at(j)] = log ? p[at(j)] - m - std::log(s) : std::exp(p[at(j)] - m) / s;
     }
-  return from_double(result, call.dtype, call.shape);
+  return from_double(call, result);
 }
 
 Array norm(const Call& call) {
@@ -79,7 +80,7 @@ Array norm(const Call& call) {
       q[r * size + j] = layer ? v + b.data_as<double>()[j] : v;
     }
   }
-  return from_double(result, call.dtype, call.shape);
+  return from_double(call, result);
 }
 
 Array batch_norm(const Call& call) {
@@ -103,7 +104,7 @@ Array batch_norm(const Call& call) {
         out[at] = (q[at] - mean[c]) * scale + b[c];
       }
     }
-  return from_double(result, call.dtype, call.shape);
+  return from_double(call, result);
 }
 
 template <class T>
@@ -130,7 +131,7 @@ Array attention_typed(const Call& call) {
   if (scale == 0) scale = 1.0 / std::sqrt(static_cast<double>(E));
   int64_t count = 1;
   for (int64_t d : batch) count *= d;
-  Array out = Array::empty(gt, call.shape);
+  Array out = gt == call.dtype ? output(call) : Array::empty(gt, call.shape);
   std::vector<T> scores(static_cast<size_t>(L * S));
   for (int64_t bi = 0; bi < count; ++bi) {
     gemm(q.data_as<T>() + bi * L * E, k.data_as<T>() + bi * S * E, scores.data(), L, S, E, true);
@@ -154,7 +155,7 @@ Array attention_typed(const Call& call) {
     }
     gemm(scores.data(), v.data_as<T>() + bi * S * Ev, out.data_as<T>() + bi * L * Ev, L, Ev, S, false);
   }
-  return to_contiguous(out, call.dtype);
+  return deliver(call, out);
 }
 
 Array attention(const Call& call) {

@@ -50,7 +50,7 @@ Array matmul_typed(const Call& call) {
     gemm(va.data_as<T>() + oa, vb.data_as<T>() + ob, c + i * m * n, m, n, k, false);
   }
   Array shaped = result.view(call.shape, Array::contiguous_strides(call.shape), 0);
-  return to_contiguous(shaped, call.dtype);
+  return deliver(call, shaped);
 }
 
 Array matmul(const Call& call) {
@@ -63,7 +63,7 @@ Array linear_typed(const Call& call) {
   Array x = to_contiguous(call.inputs[0], gt), w = to_contiguous(call.inputs[1], gt);
   int64_t in = w.shape()[1], out_f = w.shape()[0], rows = 1;
   for (size_t i = 0; i + 1 < x.shape().size(); ++i) rows *= x.shape()[i];
-  Array result = Array::empty(gt, call.shape);
+  Array result = gt == call.dtype ? output(call) : Array::empty(gt, call.shape);
   T* c = result.data_as<T>();
   if (call.inputs.size() == 3) {
     Array b = to_contiguous(call.inputs[2], gt);
@@ -71,7 +71,7 @@ Array linear_typed(const Call& call) {
       for (int64_t j = 0; j < out_f; ++j) c[r * out_f + j] = b.data_as<T>()[j];
   }
   gemm(x.data_as<T>(), w.data_as<T>(), c, rows, out_f, in, true, call.inputs.size() == 3 ? T(1) : T(0));
-  return to_contiguous(result, call.dtype);
+  return deliver(call, result);
 }
 
 Array linear(const Call& call) {
@@ -90,7 +90,7 @@ Array conv2d_typed(const Call& call) {
   int64_t N = x.shape()[0], C = x.shape()[1], H = x.shape()[2], W = x.shape()[3];
   int64_t O = w.shape()[0], Cg = w.shape()[1], KH = w.shape()[2], KW = w.shape()[3];
   int64_t OH = call.shape[2], OW = call.shape[3], Og = O / groups, K = Cg * KH * KW, P = OH * OW;
-  Array result = Array::empty(gt, call.shape);
+  Array result = gt == call.dtype ? output(call) : Array::empty(gt, call.shape);
   std::vector<T> col(static_cast<size_t>(K * P));
   const T* xp = x.data_as<T>();
   const T* wp = w.data_as<T>();
@@ -119,7 +119,7 @@ Array conv2d_typed(const Call& call) {
       gemm(wp + g * Og * K, col.data(), out, Og, P, K, false, call.inputs.size() == 3 ? T(1) : T(0));
     }
   }
-  return to_contiguous(result, call.dtype);
+  return deliver(call, result);
 }
 
 Array conv2d(const Call& call) {
@@ -142,7 +142,7 @@ Array pool(const Call& call) {
     if (is_max) dil = ints(call, "dilation");
     else include_pad = attr_bool(call.attrs, "count_include_pad");
   }
-  Array out = Array::empty(call.dtype, call.shape);
+  Array out = output(call);
   int64_t planes = x.numel() / std::max<int64_t>(H * W, 1);
   if (H * W == 0) planes = out.numel() / std::max<int64_t>(OH * OW, 1);
   bool as_int = !is_floating(x.dtype());

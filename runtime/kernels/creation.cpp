@@ -8,7 +8,7 @@ namespace {
 
 template <class F>
 Array fill(const Call& call, F&& value_at) {
-  Array out = Array::empty(call.dtype, call.shape);
+  Array out = output(call);
   size_t size = itemsize(call.dtype);
   char* p = static_cast<char*>(out.data());
   for (int64_t i = 0, n = out.numel(); i < n; ++i) element::store<double>(p + i * size, call.dtype, value_at(i));
@@ -39,7 +39,7 @@ Array normal(const Call& call) {
 
 Array constant(const Call& call) {
   const Literal& lit = attr_literal(call.attrs, "value");
-  Array out = Array::empty(call.dtype, call.shape);
+  Array out = output(call);
   size_t size = itemsize(call.dtype);
   char* p = static_cast<char*>(out.data());
   for (size_t i = 0; i < lit.size(); ++i) {

@@ -42,7 +42,7 @@ Array elementwise(const Call& call) {
   for (const Array& a : call.inputs) types.push_back({a.dtype(), to_shape(a.shape())});
   DType compute = elementwise_compute_dtype(call.op, types, call.dtype);
   int variant = scalar_variant(call.op, call.attrs);
-  Array out = Array::empty(call.dtype, call.shape);
+  Array out = output(call);
   switch (compute_type(compute)) {
     case ComputeType::Float32: apply<float, K>(call, compute, info.scalar.f32, variant, out); break;
     case ComputeType::Float64: apply<double, K>(call, compute, info.scalar.f64, variant, out); break;

@@ -22,7 +22,16 @@ struct Call {
   const SymbolValues& symbols;
   std::vector<DType> dtypes;                 // every output's dtype
   std::vector<std::vector<int64_t>> shapes;  // every output's shape, evaluated
+  // Where each output goes: a contiguous array of the output's dtype and shape that the plan
+  // gave (runtime/executable.h), or undefined for a kernel that allocates its own.
+  std::span<const Array> destinations;
 };
+
+// The array output `k` is written into: the plan's destination, or a new one.
+Array output(const Call& call, size_t k = 0);
+// Makes `result` (any layout, any dtype) output `k`: converted into the destination when there
+// is one (and returned as is when it already is the destination or nothing needs to change).
+Array deliver(const Call& call, const Array& result, size_t k = 0);
 
 using Kernel = Array (*)(const Call& call);
 using KernelTable = std::array<Kernel, kNumOps>;

@@ -115,7 +115,7 @@ Array narrow(const Array& out, int64_t axis, int64_t start, int64_t len) {
 }
 
 Array concat(const Call& call) {
-  Array out = Array::empty(call.dtype, call.shape);
+  Array out = output(call);
   int64_t axis = normalize_axis("concat", attr_int(call.attrs, "axis"), static_cast<int64_t>(call.shape.size()));
   int64_t pos = 0;
   for (const Array& in : call.inputs) {
@@ -134,7 +134,7 @@ Array concat(const Call& call) {
 
 Array pad(const Call& call) {
   const Array& x = call.inputs[0];
-  Array out = Array::empty(call.dtype, call.shape);
+  Array out = output(call);
   double value = attr_float(call.attrs, "value");
   int64_t n = out.numel();
   size_t size = itemsize(out.dtype());
@@ -164,7 +164,7 @@ int64_t checked_index(const char* op, int64_t idx, int64_t size) {
 
 Array index_select(const Call& call) {
   const Array &x = call.inputs[0], &idx = call.inputs[1];
-  Array out = Array::empty(call.dtype, call.shape);
+  Array out = output(call);
   if (x.rank() == 0) { copy_into(x, out); return out; }
   int64_t axis = normalize_axis("index_select", attr_int(call.attrs, "axis"), x.rank());
   for (int64_t i = 0; i < idx.numel(); ++i) {
@@ -176,7 +176,7 @@ Array index_select(const Call& call) {
 
 Array gather(const Call& call) {
   const Array &x = call.inputs[0], &idx = call.inputs[1];
-  Array out = Array::empty(call.dtype, call.shape);
+  Array out = output(call);
   int64_t axis = normalize_axis("gather", attr_int(call.attrs, "axis"), x.rank());
   size_t size = itemsize(x.dtype());
   int64_t n = idx.numel();
@@ -198,7 +198,7 @@ Array gather(const Call& call) {
 
 Array embedding(const Call& call) {
   const Array &w = call.inputs[0], &idx = call.inputs[1];
-  Array out = Array::empty(call.dtype, call.shape);
+  Array out = output(call);
   int64_t dim = w.shape()[1];
   std::vector<int64_t> row_shape{dim};
   for (int64_t i = 0; i < idx.numel(); ++i) {

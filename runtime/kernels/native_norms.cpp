@@ -14,7 +14,6 @@ struct Out {
   double* p;
   explicit Out(const std::vector<int64_t>& shape)
       : data(Array::empty(DType::Float64, shape)), p(data.data_as<double>()) {}
-  Array as(DType dtype) const { return to_contiguous(data, dtype); }
 };
 
 const double* doubles(const Array& a, Array& keep) {
@@ -43,7 +42,7 @@ std::vector<Array> native_layer_norm(const Call& call) {
     rstd.p[r] = inv;
   }
   DType t = call.dtypes[0];
-  return {y.as(t), mean.as(t), rstd.as(t)};
+  return {deliver(call, y.data, 0), deliver(call, mean.data, 1), deliver(call, rstd.data, 2)};
 }
 
 // Per channel c of x [N, C, ...]: the batch statistics over N and the trailing dims, the
@@ -79,7 +78,8 @@ std::vector<Array> native_batch_norm(const Call& call) {
     new_var.p[c] = (1 - momentum) * running_var[c] + momentum * ss / (n - 1);
   }
   DType t = call.dtypes[0];
-  return {y.as(t), mean.as(t), invstd.as(t), new_mean.as(t), new_var.as(t)};
+  return {deliver(call, y.data, 0), deliver(call, mean.data, 1), deliver(call, invstd.data, 2),
+          deliver(call, new_mean.data, 3), deliver(call, new_var.data, 4)};
 }
 
 }  // namespace

@@ -127,7 +127,7 @@ int64_t reduce_int(Op op, const std::vector<int64_t>& v) {
 Array reduce(const Call& call) {
   const Array& x = call.inputs[0];
   Split s = split_axes(x, call.attrs);
-  Array out = Array::empty(call.dtype, call.shape);
+  Array out = output(call);
   // Float-valued reductions of integers (mean, var, ...) compute in double like floats.
   bool as_int = !is_floating(x.dtype()) &&
                 (call.op == Op::Sum || call.op == Op::Prod || call.op == Op::Max || call.op == Op::Min ||
@@ -149,8 +149,8 @@ Array reduce(const Call& call) {
 std::vector<Array> var_mean(const Call& call) {
   const Array& x = call.inputs[0];
   Split s = split_axes(x, call.attrs);
-  Array var = Array::empty(call.dtypes[0], call.shapes[0]);
-  Array mean = Array::empty(call.dtypes[1], call.shapes[1]);
+  Array var = output(call, 0);
+  Array mean = output(call, 1);
   int64_t outer = 1;
   for (int64_t d : s.outer_shape) outer *= d;
   for (int64_t i = 0; i < outer; ++i) {
@@ -190,8 +190,8 @@ std::vector<Array> max_dim(const Call& call) {
     outer_shape.erase(outer_shape.begin() + axis);
     outer_strides.erase(outer_strides.begin() + axis);
   }
-  Array values = Array::empty(call.dtypes[0], call.shapes[0]);
-  Array indices = Array::empty(DType::Int64, call.shapes[1]);
+  Array values = output(call, 0);
+  Array indices = output(call, 1);
   bool largest = call.op == Op::MaxDim;
   size_t size = itemsize(x.dtype());
   for (int64_t i = 0, outer = values.numel(); i < outer; ++i) {

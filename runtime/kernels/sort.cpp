@@ -57,8 +57,8 @@ std::vector<Array> select(const Call& call, const char* op, bool descending, int
                           bool keep_input_order) {
   const Array& x = call.inputs[0];
   Rows r = rows_along(x, call.attrs, op);
-  Array values = Array::empty(call.dtypes[0], call.shapes[0]);
-  Array indices = Array::empty(DType::Int64, call.shapes[1]);
+  Array values = output(call, 0);
+  Array indices = output(call, 1);
   // Output element (i, j) of row i sits at the row's outer index times k plus j times the inner
   // size, since the outputs are contiguous with the axis dim of size k.
   int64_t inner = 1;

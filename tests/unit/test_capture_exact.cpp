@@ -292,3 +292,39 @@ TEST_CASE("the segment cache is bounded and counts evictions", "[compile][breaks
   CHECK(r.json().find("\"segment_evictions\": ") != std::string::npos);
   CHECK_THROWS_AS(compile(fn, Options{.segment_cache_limit = 0}), Error);
 }
+
+TEST_CASE("plans: buffers reused by liveness, allocations per call counted", "[compile][plan]") {
+  // A chain of 10 elementwise ops: two buffers in turn (each step's input dies as it is read),
+  // constants made once, so a call allocates exactly two storages.
+  auto chain = [](const Tensor& x) {
+    Tensor y = x;
+    for (int i = 0; i < 10; ++i) y = i % 2 ? tanh(y) : y * 1.5 + 0.25;
+    return y;
+  };
+  auto f = compile(chain);
+  Tensor x = uniform({1000}, 1);
+  CHECK(same_bits(f(x), chain(x)));
+  GraphInfo g = f.report().graphs.at(0);
+  CHECK(g.steps == 15);
+  CHECK(g.buffers == 2);
+  CHECK(g.allocations == 2);
+  int64_t before = storage_allocations();
+  Tensor y = f(x);  // a replay: the same two, and no more
+  CHECK(storage_allocations() - before == 2);
+  CHECK(same_bits(y, chain(x)));
+  CHECK(f.report().text().find("15 steps, 2 buffers, 2 allocations per call") != std::string::npos);
+  CHECK(f.report().json().find("\"allocations\": 2") != std::string::npos);
+  // A view returned as an output keeps its buffer: later steps must not overwrite it.
+  auto views = [](const Tensor& x) {
+    Tensor a = x * 2.0;
+    Tensor v = reshape(a, {2, 500});
+    Tensor b = exp(x) + 1.0;
+    return std::vector<Tensor>{v, b * 3.0, slice(b, 0, 10)};
+  };
+  auto fv = compile(views);
+  for (int call = 0; call < 3; ++call) CHECK(same_bits(fv(x), views(x)));
+  // Dynamic sizes: buffer sizes are evaluated per call.
+  auto fd = compile(chain, Options{.dynamic = true});
+  for (int64_t n : {1000, 10, 5000, 3})
+    CHECK(same_bits(fd(uniform({n}, n)), chain(uniform({n}, n))));
+}
