@@ -5,6 +5,7 @@
 #include <bit>
 
 #include "ir/error.h"
+#include "ir/extern.h"
 #include "runtime/config.h"
 #include "runtime/interpreter.h"
 
@@ -216,7 +217,10 @@ void TraceContext::flush(const std::vector<Tensor>& outputs) {
   for (auto& weak : produced_) add_live(weak.lock());
   for (auto& impl : live) graph_->outputs().push_back({impl->node, impl->output});
   ++segments_;
-  if (graph_->outputs().empty()) {
+  // A segment with nothing to output need not run, unless it calls an impure extern op.
+  bool has_effects = false;
+  for (const Node* n : graph_->nodes()) has_effects = has_effects || has_side_effects(n);
+  if (graph_->outputs().empty() && !has_effects) {
     last_exec_ = nullptr;
     last_inputs_ = sources_;
     return;

@@ -5,6 +5,7 @@
 #include <unordered_set>
 
 #include "ir/error.h"
+#include "ir/extern.h"
 
 namespace ember {
 
@@ -86,6 +87,9 @@ void Graph::replace_all_uses(Node* from, Node* to) {
 size_t Graph::remove_dead() {
   std::unordered_set<const Node*> live;
   for (const Value& out : outputs_) live.insert(out.node);
+  // An impure extern call stays, used or not: its side effects are part of the program.
+  for (const auto& n : nodes_)
+    if (has_side_effects(n.get())) live.insert(n.get());
   for (auto it = nodes_.rbegin(); it != nodes_.rend(); ++it)
     if (live.count(it->get()))
       for (const Value& in : (*it)->inputs) live.insert(in.node);

@@ -27,6 +27,7 @@ ops::Table build_table() {
   ops::register_composites(table);
   ops::register_creation(table);
   ops::register_sorting(table);
+  ops::register_extern(table);
   for (const OpInfo& info : table) {
     EMBER_CHECK((info.infer != nullptr) != (info.infer_multi != nullptr), "op '", info.name,
                 "' needs exactly one inference function in its registry record");
@@ -79,6 +80,7 @@ std::vector<TensorType> infer_types(Op op, std::span<const TensorType> inputs, A
   for (const auto& [name, value] : attrs) {
     auto spec = std::find_if(info.attrs.begin(), info.attrs.end(),
                              [&](const AttrSpec& s) { return s.name == name; });
+    if (spec == info.attrs.end() && info.open_attributes) continue;
     if (spec == info.attrs.end()) {
       std::string valid;
       for (const AttrSpec& s : info.attrs) valid += (valid.empty() ? "" : ", ") + s.name;

@@ -21,7 +21,7 @@ enum class Op : uint16_t {
 #undef EMBER_OP
 };
 
-enum class OpKind { Graph, Elementwise, Reduction, View, Movement, Contraction, Pooling, Composite, Creation };
+enum class OpKind { Graph, Elementwise, Reduction, View, Movement, Contraction, Pooling, Composite, Creation, Extern };
 
 inline constexpr int kNumOps = 0
 #define EMBER_OP(name, text, min_arity, max_arity, kind) +1
@@ -81,11 +81,13 @@ struct OpInfo {
   bool commutative = false;
   bool no_bool = false;       // bool inputs are an error (neg, sub), as in PyTorch
   int (*scalar_variant)(const Attrs& attrs) = nullptr;
+  bool open_attributes = false;  // takes attributes beyond `attrs` (extern: its own op's)
 
   bool is_elementwise() const { return kind == OpKind::Elementwise; }
   bool is_reduction() const { return kind == OpKind::Reduction; }
   bool is_view() const { return kind == OpKind::View; }
   bool is_creation() const { return kind == OpKind::Creation; }
+  bool is_extern() const { return kind == OpKind::Extern; }
   bool multi_output() const { return infer_multi != nullptr; }
 };
 

@@ -98,6 +98,25 @@ class Cursor {
     expect("%");
     return static_cast<int>(integer());
   }
+  // The type of an attribute the op does not declare (an extern op's own), from its text:
+  // "text", true/false, [ints], f32[literal], a dtype, a float (with '.', 'e', nan or inf), an
+  // integer. Extern ops take no shape attributes, so [2, 3] is unambiguous.
+  AttrType guess_attr_type() {
+    skip();
+    std::string_view rest = text_.substr(pos_);
+    if (rest.starts_with("\"")) return AttrType::String;
+    if (rest.starts_with("[")) return AttrType::Ints;
+    size_t end = 0;
+    while (end < rest.size() && (std::isalnum(static_cast<unsigned char>(rest[end])) ||
+                                 std::string_view("_.+-").find(rest[end]) != std::string_view::npos))
+      ++end;
+    std::string_view w = rest.substr(0, end);
+    if (w == "true" || w == "false") return AttrType::Bool;
+    if (parse_dtype(w)) return end < rest.size() && rest[end] == '[' ? AttrType::Literal : AttrType::DType;
+    if (w.find_first_of(".eEni") != std::string_view::npos) return AttrType::Float;
+    return AttrType::Int;
+  }
+
   Attr attr(AttrType type) {
     switch (type) {
       case AttrType::Int: return integer();
@@ -244,6 +263,10 @@ class GraphParser {
       c.expect("=");
       auto spec = std::find_if(info.attrs.begin(), info.attrs.end(),
                                [&](const AttrSpec& s) { return s.name == key; });
+      if (spec == info.attrs.end() && info.open_attributes) {
+        attrs[key] = c.attr(c.guess_attr_type());
+        return;
+      }
       if (spec == info.attrs.end())
         c.fail("op '" + std::string(info.name) + "' has no attribute '" + key + "'");
       attrs[key] = c.attr(spec->type);

@@ -32,6 +32,7 @@ bool small_enough(const Node* n) {
 bool foldable(const Node* n) {
   if (n->op == Op::Input || n->op == Op::Constant) return false;
   if (n->op == Op::Uniform || n->op == Op::Normal) return false;  // keep the seed visible in the IR
+  if (n->info().is_extern()) return false;  // opaque ([Note: extern ops])
   if (!small_enough(n)) return false;
   for (const Value& in : n->inputs)
     if (in.node->op != Op::Constant) return false;

@@ -3,6 +3,8 @@
 #include <map>
 #include <unordered_map>
 
+#include "ir/extern.h"
+
 namespace ember {
 
 namespace {
@@ -19,7 +21,7 @@ class CommonSubexpressionElimination : public Pass {
     bool changed = false;
     for (Node* n : g.nodes()) {
       position[n] = position.size();
-      if (n->op == Op::Input) continue;
+      if (n->op == Op::Input || has_side_effects(n)) continue;  // each impure call happens
       std::string key = std::string(n->info().name) + "(";
       for (const Value& in : n->inputs)
         key += std::to_string(position.at(in.node)) + "#" + std::to_string(in.index) + ",";

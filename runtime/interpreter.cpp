@@ -28,6 +28,7 @@ const kernels::MultiKernelTable& multi_kernel_table() {
     kernels::register_native_norms(t);
     kernels::register_sorting(t);
     kernels::register_split(t);
+    kernels::register_extern(t);
     return t;
   }();
   return table;

@@ -18,6 +18,7 @@ void register_movement(Table& table);
 void register_composites(Table& table);
 void register_creation(Table& table);
 void register_sorting(Table& table);
+void register_extern(Table& table);
 
 // "[op] message" errors of the given kind.
 #define EMBER_OP_ERROR(kind, op, ...) EMBER_THROW(kind, "[", (op).name, "] ", __VA_ARGS__)

@@ -49,6 +49,7 @@ void register_multi_reductions(MultiKernelTable& t);
 void register_native_norms(MultiKernelTable& t);
 void register_sorting(MultiKernelTable& t);
 void register_split(MultiKernelTable& t);
+void register_extern(MultiKernelTable& t);
 
 // Strides (in elements) of `a` broadcast to `shape` (0 along broadcast dims).
 std::vector<int64_t> broadcast_strides(const Array& a, const std::vector<int64_t>& shape);

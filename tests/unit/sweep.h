@@ -233,6 +233,7 @@ Case full_case(Op op, DType dt, Gen& g);
 Case arange_case(Op op, DType dt, Gen& g);
 Case constant_case(Op op, DType dt, Gen& g);
 Case random_case(Op op, DType dt, Gen& g);
+Case extern_case(Op op, DType dt, Gen& g);
 Case extreme_case(Op op, DType dt, Gen& g);
 Case var_mean_case(Op op, DType dt, Gen& g);
 Case sort_case(Op op, DType dt, Gen& g);

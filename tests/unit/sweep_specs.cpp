@@ -69,6 +69,7 @@ const std::vector<Spec>& specs() {
     add(Op::VarMean, "multi-output", all_dtypes, var_mean_case);
     add(Op::Sort, "multi-output", all_dtypes, sort_case);
     add(Op::TopK, "multi-output", no_bool, sort_case);
+    add(Op::Extern, "extern", all_dtypes, extern_case);
     add(Op::Split, "multi-output", all_dtypes, split_case);
     add(Op::NativeLayerNorm, "multi-output", floats_only, native_layer_norm_case);
     add(Op::NativeBatchNorm, "multi-output", floats_only, native_batch_norm_case);

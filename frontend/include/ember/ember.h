@@ -6,6 +6,7 @@
 #pragma once
 
 #include "frontend/compile.h"
+#include "frontend/custom_op.h"
 #include "frontend/ops.h"
 #include "frontend/report.h"
 #include "frontend/tensor.h"
