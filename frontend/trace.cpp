@@ -142,7 +142,7 @@ void TraceContext::flush(const std::vector<Tensor>& outputs) {
   for (auto& weak : produced_)
     if (auto impl = weak.lock())
       if (impl->is_traced() && std::find(live.begin(), live.end(), impl) == live.end()) live.push_back(impl);
-  for (auto& impl : live) graph_->outputs().push_back({impl->node, impl->output});
+  for (auto& impl : live) graph_->add_output({impl->node, impl->output});
   ++segments_;
   if (graph_->outputs().empty()) {
     last_exec_ = nullptr;

@@ -29,10 +29,10 @@ bool is_zero_with_sign(const Value& zero, const Value& x, bool negative) {
   return true;
 }
 
-Value arg(const Node* n, size_t i) { return n->inputs[i]; }
+Value arg(const Node* n, size_t i) { return n->inputs()[i]; }
 // The op that defines input i of n.
-Op arg_op(const Node* n, size_t i) { return n->inputs[i].node->op; }
-bool same_shape(const Node* n) { return n->inputs[0].type().shape == n->type().shape; }
+Op arg_op(const Node* n, size_t i) { return n->inputs()[i].node->op; }
+bool same_shape(const Node* n) { return n->inputs()[0].type().shape == n->type().shape; }
 
 bool identity_permutation(const Node* n) {
   const auto& dims = attr_ints(n->attrs, "dims");

@@ -1,7 +1,6 @@
 #include "runtime/executable.h"
 
 #include <algorithm>
-#include <unordered_map>
 
 #include "ir/error.h"
 #include "runtime/interpreter.h"
@@ -9,34 +8,39 @@
 namespace ember {
 
 Executable::Executable(std::unique_ptr<Graph> graph) : graph_(std::move(graph)) {
-  // A slot per value: inputs first, then each node's outputs in order.
-  std::unordered_map<Value, int, ValueHash> slot, last_use;
-  for (Node* in : graph_->inputs()) slot[in] = slots_++;
+  // A slot per value: inputs first, then each node's outputs in order. first_slot[id] + index
+  // is a value's slot; last_use[slot] the step that reads it last (-1: none).
+  std::vector<int> first_slot(graph_->id_bound(), -1);
+  auto slot = [&](const Value& v) { return first_slot[v.node->id()] + v.index; };
+  for (const Node* in : graph_->inputs()) first_slot[in->id()] = slots_++;
   std::vector<Node*> order;
   for (Node* n : graph_->nodes())
     if (n->op != Op::Input) {
-      for (int i = 0; i < n->num_outputs(); ++i) slot[n->out(i)] = slots_++;
+      first_slot[n->id()] = slots_;
+      slots_ += n->num_outputs();
       order.push_back(n);
     }
+  std::vector<int> last_use(slots_, -1);
   for (size_t i = 0; i < order.size(); ++i)
-    for (const Value& in : order[i]->inputs) last_use[in] = static_cast<int>(i);
+    for (const Value& in : order[i]->inputs()) last_use[slot(in)] = static_cast<int>(i);
   for (const Value& out : graph_->outputs()) {
-    outputs_.push_back(slot.at(out));
-    last_use[out] = static_cast<int>(order.size());  // outputs live to the end
+    outputs_.push_back(slot(out));
+    last_use[slot(out)] = static_cast<int>(order.size());  // outputs live to the end
   }
   for (size_t i = 0; i < order.size(); ++i) {
     Node* n = order[i];
     Step step{n, {}, {}, {}};
     for (int k = 0; k < n->num_outputs(); ++k) {
-      step.outputs.push_back(slot.at(n->out(k)));
+      step.outputs.push_back(slot(n->out(k)));
       // An output nobody reads is released at once (the node runs for its other outputs).
-      if (!last_use.count(n->out(k))) step.release.push_back(step.outputs.back());
+      if (last_use[step.outputs.back()] < 0) step.release.push_back(step.outputs.back());
     }
-    for (const Value& in : n->inputs) {
-      step.inputs.push_back(slot.at(in));
-      bool last = last_use.at(in) == static_cast<int>(i);
-      if (last && std::find(step.release.begin(), step.release.end(), slot.at(in)) == step.release.end())
-        step.release.push_back(slot.at(in));
+    for (const Value& in : n->inputs()) {
+      int s = slot(in);
+      step.inputs.push_back(s);
+      bool last = last_use[s] == static_cast<int>(i);
+      if (last && std::find(step.release.begin(), step.release.end(), s) == step.release.end())
+        step.release.push_back(s);
     }
     steps_.push_back(std::move(step));
   }

@@ -200,7 +200,7 @@ TEST_CASE("the verifier rejects broken graphs and names the node", "[ir][verifie
   }
   auto h = parse_graph("graph(%0: f32[4]) {\n  %1 = exp(%0) : f32[4]\n  %2 = neg(%1) : f32[4]\n  return %2\n}\n");
   auto nodes = h->nodes();
-  nodes[2]->inputs[0] = nodes[2];  // uses itself: not defined before it
+  h->set_input(nodes[2], 0, nodes[2]);  // uses itself: not defined before it
   CHECK_THROWS_AS(verify(*h), Error);
 }
 
