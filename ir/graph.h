@@ -69,6 +69,10 @@ struct Use {
 // the lists exact; verify() checks them.
 class Node {
  public:
+  Node() = default;
+  Node(const Node&) = delete;  // a copy would share the graph's links and use lists
+  Node& operator=(const Node&) = delete;
+
   Op op;
   Attrs attrs;
   std::vector<TensorType> types;  // one per output
@@ -140,6 +144,7 @@ class Graph {
   size_t id_bound() const { return next_id_; }
 
   // Sets operand i of `n` (the verifier, not this, checks that the order stays topological).
+  // Costs the uses of the old operand's node, which it searches.
   void set_input(Node* n, int i, Value v);
   // Redirects every use of `from` (node inputs and graph outputs) to `to`.
   void replace_uses(Value from, Value to);

@@ -13,15 +13,19 @@ namespace {
 
 const TensorType kVector{DType::Float32, {Dim(4)}};
 
-// The uses of `n` as (user, operand) pairs, sorted, with null users (graph outputs) first.
-std::vector<std::pair<const Node*, int>> uses_of(const Node* n) {
-  std::vector<std::pair<const Node*, int>> out;
-  for (const Use& u : n->uses()) out.emplace_back(u.user, u.operand);
-  std::sort(out.begin(), out.end());
-  return out;
+using Uses = std::vector<std::pair<const Node*, int>>;
+
+Uses sorted(Uses u) {
+  std::sort(u.begin(), u.end());
+  return u;
 }
 
-using Uses = std::vector<std::pair<const Node*, int>>;
+// The uses of `n` as (user, operand) pairs, sorted (by address: compare with sorted(...)).
+Uses uses_of(const Node* n) {
+  Uses out;
+  for (const Use& u : n->uses()) out.emplace_back(u.user, u.operand);
+  return sorted(out);
+}
 
 }  // namespace
 
@@ -71,7 +75,7 @@ TEST_CASE("replace_all_uses moves every output; replace_uses between outputs of 
   g.set_outputs({n0, n1});
   g.replace_uses(split->out(0), split->out(1));
   CHECK(n0->inputs()[0] == split->out(1));
-  CHECK(uses_of(split) == Uses{{n0, 0}, {n1, 0}});
+  CHECK(uses_of(split) == sorted({{n0, 0}, {n1, 0}}));
   verify(g);
   auto copy = g.clone();
   verify(*copy);
