@@ -87,11 +87,14 @@ class Verifier {
   void check_use_lists() const {
     struct UseHash {
       size_t operator()(const Use& u) const {
-        return std::hash<const Node*>()(u.user) ^ (static_cast<size_t>(u.operand) * 0x9e3779b97f4a7c15ull);
+        size_t operand = static_cast<size_t>(u.operand) * 0x9e3779b97f4a7c15ull;
+        return std::hash<const Node*>()(u.user) ^ operand;
       }
     };
     struct UseEq {
-      bool operator()(const Use& a, const Use& b) const { return a.user == b.user && a.operand == b.operand; }
+      bool operator()(const Use& a, const Use& b) const {
+        return a.user == b.user && a.operand == b.operand;
+      }
     };
     std::unordered_set<Use, UseHash, UseEq> recorded;
     size_t slots = g_.outputs().size();
@@ -109,10 +112,10 @@ class Verifier {
 
   // Whether the slot `u` names holds a value of `n`.
   bool reads(const Use& u, const Node* n) const {
-    if (!u.user) return u.operand >= 0 && static_cast<size_t>(u.operand) < g_.outputs().size() &&
-                        g_.outputs()[u.operand].node == n;
-    return seen_.count(u.user) && u.operand >= 0 && static_cast<size_t>(u.operand) < u.user->inputs().size() &&
-           u.user->inputs()[u.operand].node == n;
+    if (u.operand < 0) return false;
+    size_t i = static_cast<size_t>(u.operand);
+    if (!u.user) return i < g_.outputs().size() && g_.outputs()[i].node == n;
+    return seen_.count(u.user) && i < u.user->inputs().size() && u.user->inputs()[i].node == n;
   }
 
   const Graph& g_;

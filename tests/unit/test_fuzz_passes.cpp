@@ -107,7 +107,8 @@ std::unique_ptr<Graph> random_graph(std::mt19937_64& rng) {
     }
   }
   int outputs = 1 + static_cast<int>(rng() % 2);
-  for (int i = 0; i < outputs; ++i) g->add_output(values[values.size() - 1 - rng() % std::min<size_t>(3, values.size())]);
+  for (int i = 0; i < outputs; ++i)
+    g->add_output(values[values.size() - 1 - rng() % std::min<size_t>(3, values.size())]);
   return g;
 }
 

@@ -97,7 +97,8 @@ TEST_CASE("nodes inserted before another keep the order topological", "[ir][orde
   verify(g);
   Graph other;
   other.add_input(kVector);
-  CHECK_THROWS_AS(other.add_constant(Literal{DType::Float32, {1, 2, 3, 4}, {}}, {Dim(4)}, n), Error);
+  Literal four{DType::Float32, {1, 2, 3, 4}, {}};
+  CHECK_THROWS_AS(other.add_constant(four, {Dim(4)}, n), Error);
   Graph moved = std::move(g);  // nodes stay where they are; the moved-to graph owns them
   CHECK(moved.nodes() == order);
   CHECK(moved.size() == 4);
