@@ -102,9 +102,7 @@ void measure_scaling(int target, int repeats) {
   std::printf("\n");
 }
 
-}  // namespace
-
-int main() {
+void per_call_table() {
   std::printf("ember overhead benchmark (backend: reference interpreter; 1 thread of dispatch)\n");
   std::printf("%-22s %5s %9s %14s %14s %16s %12s\n", "program", "ops", "elements", "trace+compile", "compiled call",
               "eager call", "speedup");
@@ -113,6 +111,14 @@ int main() {
   measure("1-element, 1 op", 1, 1);
   measure("1-element, 50 ops", 50, 1);
   measure("4096 elements, 50 ops", 50, 4096);
+}
+
+}  // namespace
+
+// `--scaling` runs only the scaling table (handy under a profiler).
+int main(int argc, char** argv) {
+  bool scaling_only = argc > 1 && std::string(argv[1]) == "--scaling";
+  if (!scaling_only) per_call_table();
   std::printf("\nscaling with graph size (a chain every pass works on; us per recorded node)\n");
   std::printf("%8s %8s %12s %12s %13s %13s %13s %13s\n", "recorded", "kept", "trace", "compile",
               "constant-fold", "simplify", "cse", "dce");

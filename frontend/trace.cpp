@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <unordered_set>
 
 #include "ir/error.h"
 #include "ir/extern.h"
@@ -209,13 +210,13 @@ void TraceContext::flush(const std::vector<Tensor>& outputs) {
   // Outputs: the requested tensors first, then every other value of this segment still alive.
   std::vector<std::shared_ptr<TensorImpl>> live;
   // Each value once: a tensor returned twice is one graph output, found by position later.
+  std::unordered_set<const TensorImpl*> seen;
   auto add_live = [&](const std::shared_ptr<TensorImpl>& impl) {
-    if (impl && impl->is_traced() && impl->ctx == this && std::find(live.begin(), live.end(), impl) == live.end())
-      live.push_back(impl);
+    if (impl && impl->is_traced() && impl->ctx == this && seen.insert(impl.get()).second) live.push_back(impl);
   };
   for (const Tensor& t : outputs) add_live(t.impl());
   for (auto& weak : produced_) add_live(weak.lock());
-  for (auto& impl : live) graph_->outputs().push_back({impl->node, impl->output});
+  for (auto& impl : live) graph_->add_output({impl->node, impl->output});
   ++segments_;
   // A segment with nothing to output need not run, unless it calls an impure extern op.
   bool has_effects = false;

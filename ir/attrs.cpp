@@ -1,10 +1,13 @@
 #include "ir/attrs.h"
 
+#include <algorithm>
 #include <bit>
+#include <charconv>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <limits>
-#include <cstdio>
+#include <string_view>
 
 namespace ember {
 
@@ -28,6 +31,10 @@ namespace {
 
 // Floats are printed so that parsing gives back the same double, and always with a '.', 'e',
 // "inf" or "nan" so that they never look like integers.
+// The shortest "%.<p>g" that reads back as v. std::to_chars finds the fewest significant digits
+// that round-trip (no precision below can); printing with that precision gives what a search
+// over p with snprintf and strtod would, at a fraction of the cost (this runs for every float
+// attribute each time a graph is printed or hashed).
 std::string float_str(double v) {
   if (std::isnan(v)) {
     // Only the canonical quiet NaN prints as "nan": a sign or payload is part of the value.
@@ -39,19 +46,21 @@ std::string float_str(double v) {
   }
   if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
   char buf[40];
-  std::snprintf(buf, sizeof buf, "%.17g", v);
-  // Prefer the shortest text that round-trips.
-  for (int prec = 1; prec <= 17; ++prec) {
-    char shorter[40];
-    std::snprintf(shorter, sizeof shorter, "%.*g", prec, v);
-    if (std::strtod(shorter, nullptr) == v) {
-      std::snprintf(buf, sizeof buf, "%s", shorter);
-      break;
+  auto shortest = std::to_chars(buf, buf + sizeof buf, v, std::chars_format::scientific);
+  std::string_view digits(buf, shortest.ptr - buf);
+  digits = digits.substr(0, digits.find('e'));
+  int precision = static_cast<int>(std::count_if(digits.begin(), digits.end(),
+                                                 [](char c) { return c >= '0' && c <= '9'; }));
+  for (;; ++precision) {  // at most one more step, where %g's rounding differs from the shortest
+    auto end = std::to_chars(buf, buf + sizeof buf, v, std::chars_format::general, precision).ptr;
+    double back = 0;
+    std::from_chars(buf, end, back);
+    if (back == v || precision >= 17) {
+      std::string s(buf, end);
+      if (s.find_first_of(".en") == std::string::npos) s += ".0";
+      return s;
     }
   }
-  std::string s = buf;
-  if (s.find_first_of(".en") == std::string::npos) s += ".0";
-  return s;
 }
 
 template <class T, class F>

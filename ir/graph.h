@@ -34,7 +34,8 @@
 
 namespace ember {
 
-struct Node;
+class Graph;
+class Node;
 
 // One output of a node. A Node* converts to the value of its only output (a multi-output node
 // is an internal error there: name the output with Node::out).
@@ -49,9 +50,30 @@ struct Value {
   bool operator==(const Value& o) const { return node == o.node && index == o.index; }
 };
 
-struct Node {
+struct ValueHash {
+  size_t operator()(const Value& v) const {
+    return std::hash<const Node*>()(v.node) * 31 + static_cast<size_t>(v.index);
+  }
+};
+
+// A use of a node's output: operand `operand` of `user`, or graph output `operand` when `user`
+// is null. Which output is used is the value stored there.
+struct Use {
+  Node* user = nullptr;
+  int operand = 0;
+};
+
+// [Note: use lists] Every node knows its uses (all outputs together, in no particular order), so
+// redirecting the uses of a value costs what it touches. Inputs and graph outputs change only
+// through Graph (add, set_input, add_output, set_outputs, replace_uses, remove_dead), which keeps
+// the lists exact; verify() checks them.
+class Node {
+ public:
+  Node() = default;
+  Node(const Node&) = delete;  // a copy would share the graph's links and use lists
+  Node& operator=(const Node&) = delete;
+
   Op op;
-  std::vector<Value> inputs;
   Attrs attrs;
   std::vector<TensorType> types;  // one per output
 
@@ -60,6 +82,22 @@ struct Node {
   Value out(int i) { return {this, i}; }
   // The type of a single-output node (an internal error on a multi-output one).
   const TensorType& type() const;
+  const std::vector<Value>& inputs() const { return inputs_; }
+  const std::vector<Use>& uses() const { return uses_; }
+  // The node after this one in topological order, or null.
+  Node* next() const { return next_; }
+  // Unique within its graph and stable, but not the order: an index for side tables sized by
+  // Graph::id_bound() (as LLVM's and XLA's unique ids), cheaper than hashing pointers.
+  size_t id() const { return id_; }
+
+ private:
+  friend class Graph;
+  std::vector<Value> inputs_;
+  std::vector<Use> uses_;
+  Node* prev_ = nullptr;  // the graph's order: an intrusive list, so inserting is O(1)
+  Node* next_ = nullptr;
+  size_t slot_ = 0;       // where the graph owns it (swap-and-pop on removal)
+  size_t id_ = 0;
 };
 
 inline const TensorType& Value::type() const { return node->types[index]; }
@@ -69,19 +107,22 @@ struct SymbolRange {
   int64_t max = std::numeric_limits<int64_t>::max();
 };
 
+// Every edit costs what it touches (see [Note: use lists]): adding or inserting a node is O(its
+// inputs), redirecting uses O(the uses moved), remove_dead O(the graph) once for any number of
+// dead nodes.
 class Graph {
  public:
   Graph() = default;
   Graph(const Graph&) = delete;
   Graph& operator=(const Graph&) = delete;
-  Graph(Graph&&) = default;
-  Graph& operator=(Graph&&) = default;
+  Graph(Graph&& other) noexcept;
+  Graph& operator=(Graph&& other) noexcept;
 
   // Adds a graph input of the given type; inputs are numbered in the order they are added.
   Node* add_input(TensorType type);
-  // Adds a node at the end; its output types are inferred (and attribute defaults filled) here.
-  // Throws ember::Error on bad inputs or attributes.
-  Node* add(Op op, std::vector<Value> inputs, Attrs attrs = {});
+  // Adds a node at the end, or just before `before`; its output types are inferred (and
+  // attribute defaults filled) here. Throws ember::Error on bad inputs or attributes.
+  Node* add(Op op, std::vector<Value> inputs, Attrs attrs = {}, const Node* before = nullptr);
   // Adds a constant holding `value`, of the given shape (static), at the end or just before
   // `before` (so a pass can replace a node in place without re-sorting).
   Node* add_constant(Literal value, Shape shape, const Node* before = nullptr);
@@ -92,12 +133,19 @@ class Graph {
   std::vector<SymbolRange>& symbols() { return symbols_; }
 
   const std::vector<Node*>& inputs() const { return inputs_; }
-  std::vector<Value>& outputs() { return outputs_; }
   const std::vector<Value>& outputs() const { return outputs_; }
+  void add_output(Value v);
+  void set_outputs(std::vector<Value> outputs);
   // All nodes (inputs included) in topological order.
   std::vector<Node*> nodes() const;
-  size_t size() const { return nodes_.size(); }
+  Node* first() const { return head_; }
+  size_t size() const { return owned_.size(); }
+  // One more than the largest node id given out (ids of removed nodes are not reused).
+  size_t id_bound() const { return next_id_; }
 
+  // Sets operand i of `n` (the verifier, not this, checks that the order stays topological).
+  // Costs the uses of the old operand's node, which it searches.
+  void set_input(Node* n, int i, Value v);
   // Redirects every use of `from` (node inputs and graph outputs) to `to`.
   void replace_uses(Value from, Value to);
   // Redirects every use of each output of `from` to the same output of `to` (same arity).
@@ -109,16 +157,17 @@ class Graph {
   std::unique_ptr<Graph> clone() const;
 
  private:
-  std::vector<std::unique_ptr<Node>> nodes_;
+  // Links `node` in at the end or before `before`, takes ownership and records its uses.
+  Node* insert(std::unique_ptr<Node> node, const Node* before);
+  void unlink_and_destroy(Node* n);
+
+  std::vector<std::unique_ptr<Node>> owned_;  // in no particular order
+  Node* head_ = nullptr;
+  Node* tail_ = nullptr;
+  size_t next_id_ = 0;
   std::vector<Node*> inputs_;
   std::vector<Value> outputs_;
   std::vector<SymbolRange> symbols_;
-};
-
-struct ValueHash {
-  size_t operator()(const Value& v) const {
-    return std::hash<const Node*>()(v.node) * 31 + static_cast<size_t>(v.index);
-  }
 };
 
 // The text form (see docs/ir.md). Names are %0, %1, ... in order; attributes are sorted.

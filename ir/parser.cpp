@@ -205,7 +205,7 @@ class GraphParser {
       symbol(c);
     } else if (c.accept("return")) {
       if (!c.done()) {
-        do g_->outputs().push_back(use(c)); while (c.accept(","));
+        do g_->add_output(use(c)); while (c.accept(","));
       }
       if (!c.done()) c.fail("unexpected text after return");
     } else {

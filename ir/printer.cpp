@@ -1,6 +1,5 @@
 // The IR text form: see docs/ir.md.
 #include <limits>
-#include <unordered_map>
 
 #include "ir/graph.h"
 #include "ir/sha256.h"
@@ -8,15 +7,15 @@
 namespace ember {
 
 std::string print(const Graph& g) {
-  std::unordered_map<const Node*, int> names;
-  auto name = [&](const Node* n) { return "%" + std::to_string(names.at(n)); };
+  std::vector<int> names(g.id_bound(), -1);
+  auto name = [&](const Node* n) { return "%" + std::to_string(names[n->id()]); };
   // %3 names the only output of a node, %3#1 output 1 of a multi-output node.
   auto ref = [&](const Value& v) {
     return v.node->num_outputs() == 1 ? name(v.node) : name(v.node) + "#" + std::to_string(v.index);
   };
   std::string out = "graph(";
   for (size_t i = 0; i < g.inputs().size(); ++i) {
-    names[g.inputs()[i]] = static_cast<int>(i);
+    names[g.inputs()[i]->id()] = static_cast<int>(i);
     out += (i ? ", " : "") + name(g.inputs()[i]) + ": " + g.inputs()[i]->type().str();
   }
   out += ") {\n";
@@ -28,11 +27,11 @@ std::string print(const Graph& g) {
   int next = static_cast<int>(g.inputs().size());
   for (const Node* n : g.nodes()) {
     if (n->op == Op::Input) continue;
-    names[n] = next++;
+    names[n->id()] = next++;
     out += "  " + name(n);
     if (n->num_outputs() != 1) out += ":" + std::to_string(n->num_outputs());
     out += " = " + std::string(n->info().name) + "(";
-    for (size_t i = 0; i < n->inputs.size(); ++i) out += (i ? ", " : "") + ref(n->inputs[i]);
+    for (size_t i = 0; i < n->inputs().size(); ++i) out += (i ? ", " : "") + ref(n->inputs()[i]);
     out += ")";
     if (!n->attrs.empty()) {
       out += " {";

@@ -15,11 +15,12 @@ class Verifier {
   void run() {
     check_inputs();
     for (const Node* n : g_.nodes()) {
-      for (const Value& in : n->inputs) check_defined(n, in);
+      for (const Value& in : n->inputs()) check_defined(n, in);
       seen_.insert(n);
       check_node(n);
     }
     for (const Value& out : g_.outputs()) check_defined(nullptr, out);
+    check_use_lists();
   }
 
  private:
@@ -54,7 +55,7 @@ class Verifier {
     if (n->op == Op::Input) return;
     if (n->op == Op::Constant) return check_constant(n);
     std::vector<TensorType> types;
-    for (const Value& in : n->inputs) types.push_back(in.type());
+    for (const Value& in : n->inputs()) types.push_back(in.type());
     Attrs attrs = n->attrs;
     std::vector<TensorType> expected;
     try {
@@ -82,6 +83,41 @@ class Verifier {
       for (int s : d.symbols())
         if (s < 0 || static_cast<size_t>(s) >= g_.symbols().size())
           fail(n, detail::concat("uses undeclared symbol s", s));
+  }
+
+  // [Note: use lists] in ir/graph.h: each node's list names exactly the slots that read it.
+  void check_use_lists() const {
+    struct UseHash {
+      size_t operator()(const Use& u) const {
+        size_t operand = static_cast<size_t>(u.operand) * 0x9e3779b97f4a7c15ull;
+        return std::hash<const Node*>()(u.user) ^ operand;
+      }
+    };
+    struct UseEq {
+      bool operator()(const Use& a, const Use& b) const {
+        return a.user == b.user && a.operand == b.operand;
+      }
+    };
+    std::unordered_set<Use, UseHash, UseEq> recorded;
+    size_t slots = g_.outputs().size();
+    for (const Node* n : g_.nodes()) {
+      slots += n->inputs().size();
+      for (const Use& u : n->uses()) {
+        if (!reads(u, n)) fail(n, "its use list names a slot that does not read it");
+        if (!recorded.insert(u).second) fail(n, "its use list names a slot twice");
+      }
+    }
+    if (recorded.size() != slots)
+      fail(nullptr, detail::concat("the use lists name ", recorded.size(), " slots of ", slots,
+                                   " (node operands and graph outputs)"));
+  }
+
+  // Whether the slot `u` names holds a value of `n`.
+  bool reads(const Use& u, const Node* n) const {
+    if (u.operand < 0) return false;
+    size_t i = static_cast<size_t>(u.operand);
+    if (!u.user) return i < g_.outputs().size() && g_.outputs()[i].node == n;
+    return seen_.count(u.user) && i < u.user->inputs().size() && u.user->inputs()[i].node == n;
   }
 
   const Graph& g_;

@@ -34,7 +34,7 @@ bool foldable(const Node* n) {
   if (n->op == Op::Uniform || n->op == Op::Normal) return false;  // keep the seed visible in the IR
   if (n->info().is_extern()) return false;  // opaque ([Note: extern ops])
   if (!small_enough(n)) return false;
-  for (const Value& in : n->inputs)
+  for (const Value& in : n->inputs())
     if (in.node->op != Op::Constant) return false;
   return true;
 }
@@ -48,7 +48,7 @@ class ConstantFold : public Pass {
     for (Node* n : g.nodes()) {
       if (!foldable(n)) continue;
       std::vector<Array> args;
-      for (const Value& in : n->inputs)
+      for (const Value& in : n->inputs())
         args.push_back(run_op(Op::Constant, in.node->attrs, {}, in.type()));
       std::vector<Array> results;
       try {

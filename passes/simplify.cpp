@@ -24,10 +24,10 @@ bool integer_identity(const Node* n, const Value& constant, double v) {
   return !is_floating(n->types[0].dtype) && is_splat(constant, v);
 }
 
-Value arg(const Node* n, size_t i) { return n->inputs[i]; }
+Value arg(const Node* n, size_t i) { return n->inputs()[i]; }
 // The op that defines input i of n.
-Op arg_op(const Node* n, size_t i) { return n->inputs[i].node->op; }
-bool same_shape(const Node* n) { return n->inputs[0].type().shape == n->type().shape; }
+Op arg_op(const Node* n, size_t i) { return n->inputs()[i].node->op; }
+bool same_shape(const Node* n) { return n->inputs()[0].type().shape == n->type().shape; }
 
 bool identity_permutation(const Node* n) {
   const auto& dims = attr_ints(n->attrs, "dims");

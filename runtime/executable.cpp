@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <limits>
-#include <unordered_map>
 
 #include "ir/error.h"
 #include "runtime/interpreter.h"
@@ -24,31 +23,31 @@ Executable::Executable(std::unique_ptr<Graph> graph) : graph_(std::move(graph)) 
   plan_buffers();
 }
 
-// A slot per value; constants are made here, once.
+// A slot per value (first_slot[node id] + output index); constants are made here, once.
 void Executable::plan_slots() {
-  std::unordered_map<Value, int, ValueHash> slot;
+  std::vector<int> first_slot(graph_->id_bound(), -1);
+  auto slot = [&](const Value& v) { return first_slot[v.node->id()] + v.index; };
   for (Node* in : graph_->inputs()) {
-    slot[Value(in)] = static_cast<int>(slots_.size());
+    first_slot[in->id()] = static_cast<int>(slots_.size());
     slots_.push_back({Home::Input, static_cast<int>(slots_.size()), Value(in)});
   }
   for (Node* n : graph_->nodes()) {
     if (n->op == Op::Input) continue;
+    first_slot[n->id()] = static_cast<int>(slots_.size());
     if (n->op == Op::Constant) {
-      slot[Value(n)] = static_cast<int>(slots_.size());
       slots_.push_back({Home::Constant, static_cast<int>(constants_.size()), Value(n)});
       constants_.push_back(run_op(n->op, n->attrs, {}, n->types[0]));
       continue;
     }
     Step step{n, {}, {}, {}};
-    for (const Value& in : n->inputs) step.inputs.push_back(slot.at(in));
+    for (const Value& in : n->inputs()) step.inputs.push_back(slot(in));
     for (int k = 0; k < n->num_outputs(); ++k) {
-      slot[n->out(k)] = static_cast<int>(slots_.size());
       step.outputs.push_back(static_cast<int>(slots_.size()));
       slots_.push_back({may_alias_input(n) ? Home::View : Home::Buffer, -1, n->out(k)});
     }
     steps_.push_back(std::move(step));
   }
-  for (const Value& out : graph_->outputs()) outputs_.push_back(slot.at(out));
+  for (const Value& out : graph_->outputs()) outputs_.push_back(slot(out));
 }
 
 // Buffers by liveness: a linear scan over the steps with a free list.

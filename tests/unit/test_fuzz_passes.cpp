@@ -96,7 +96,7 @@ std::unique_ptr<Graph> random_graph(std::mt19937_64& rng) {
         case 4: {  // a duplicate of an existing node, for CSE
           Node* n = values[rng() % values.size()].node;
           if (n->op == Op::Input || n->op == Op::Constant) break;
-          push_all(g->add(n->op, n->inputs, n->attrs));
+          push_all(g->add(n->op, n->inputs(), n->attrs));
           break;
         }
         case 5: {
@@ -119,7 +119,8 @@ std::unique_ptr<Graph> random_graph(std::mt19937_64& rng) {
     }
   }
   int outputs = 1 + static_cast<int>(rng() % 2);
-  for (int i = 0; i < outputs; ++i) g->outputs().push_back(values[values.size() - 1 - rng() % std::min<size_t>(3, values.size())]);
+  for (int i = 0; i < outputs; ++i)
+    g->add_output(values[values.size() - 1 - rng() % std::min<size_t>(3, values.size())]);
   return g;
 }
 

@@ -1,6 +1,9 @@
 // IR: dtypes and promotion, symbolic dims, shape and dtype inference, printer/parser round trip,
 // verifier failures, structural hash.
+#include <cstring>
 #include <fstream>
+#include <limits>
+#include <random>
 #include <set>
 #include <sstream>
 #include <type_traits>
@@ -237,7 +240,7 @@ TEST_CASE("the verifier rejects broken graphs and names the node", "[ir][verifie
   }
   auto h = parse_graph("graph(%0: f32[4]) {\n  %1 = exp(%0) : f32[4]\n  %2 = neg(%1) : f32[4]\n  return %2\n}\n");
   auto nodes = h->nodes();
-  nodes[2]->inputs[0] = nodes[2];  // uses itself: not defined before it
+  h->set_input(nodes[2], 0, nodes[2]);  // uses itself: not defined before it
   CHECK_THROWS_AS(verify(*h), Error);
 }
 
@@ -251,5 +254,29 @@ TEST_CASE("docs/ir.md lists every op with its registry doc line", "[ir][docs]") 
     std::string line = doc.substr(row, doc.find('\n', row) - row);
     for (size_t at; (at = line.find("\\|")) != std::string::npos;) line.erase(at, 1);  // markdown's \|
     CHECK(line.find(std::string(info.doc)) != std::string::npos);
+  }
+}
+
+TEST_CASE("float attributes print as the shortest %g that reads back", "[ir][attrs]") {
+  auto text = [](double v) { return attr_str(Attr(v)); };
+  CHECK(text(0.1) == "0.1");
+  CHECK(text(2.0) == "2.0");
+  CHECK(text(100.0) == "1e+02");  // %g with the fewest digits that read back
+  CHECK(text(1e-05) == "1e-05");
+  CHECK(text(1e16) == "1e+16");
+  CHECK(text(123456789.0) == "123456789.0");
+  CHECK(text(1.0 / 3) == "0.3333333333333333");
+  CHECK(text(5e-324) == "5e-324");
+  CHECK(text(-0.0) == "-0.0");
+  CHECK(text(-std::numeric_limits<double>::infinity()) == "-inf");
+  std::mt19937_64 rng(7);
+  for (int i = 0; i < 20000; ++i) {
+    uint64_t bits = rng();
+    double v;
+    std::memcpy(&v, &bits, sizeof v);
+    if (std::isnan(v)) continue;
+    std::string s = text(v);
+    INFO(s);
+    CHECK(std::strtod(s.c_str(), nullptr) == v);
   }
 }

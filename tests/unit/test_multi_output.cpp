@@ -49,19 +49,19 @@ TEST_CASE("a multi-output node: values, printing, DCE by any output, RAUW of one
   CHECK(message.find("name the output") != std::string::npos);
   CHECK(kind == ErrorKind::Internal);
   Node* neg = g.add(Op::Neg, {top->out(0)});
-  g.outputs() = {neg, top->out(1)};
+  g.set_outputs({neg, top->out(1)});
   CHECK(print(g).find("%1:2 = topk(%0)") != std::string::npos);
   CHECK(print(g).find("%2 = neg(%1#0) : f32[4, 2]") != std::string::npos);
   CHECK(print(g).find("return %2, %1#1") != std::string::npos);
   // Replacing output 0 moves its uses only; output 1 still keeps the node alive.
   Node* zero = g.add(Op::Full, {}, {{"shape", Shape{Dim(4), Dim(2)}}, {"value", 0.0}});
   g.replace_uses(top->out(0), zero);
-  CHECK(neg->inputs[0] == Value(zero));
+  CHECK(neg->inputs()[0] == Value(zero));
   CHECK(g.outputs()[1] == top->out(1));
   CHECK(g.remove_dead() == 0);
-  g.outputs().pop_back();
+  g.set_outputs({neg});
   CHECK(g.remove_dead() == 1);  // topk, now unused
-  g.outputs() = {};
+  g.set_outputs({});
   CHECK(g.remove_dead() == 2);  // neg and full
   auto copy = parse_graph(print(g));
   CHECK(print(*copy) == print(g));
@@ -96,11 +96,13 @@ TEST_CASE("the verifier rejects a use of an output the node does not have",
           "[ir][multi][verifier]") {
   auto g = parse_graph(std::string(kTopK) + "  %2 = neg(%1#0) : f32[4, 2]\n  return %2\n}\n");
   verify(*g);
-  g->nodes()[2]->inputs[0].index = 5;
+  Node* top = g->nodes()[1];
+  Node* neg = g->nodes()[2];
+  g->set_input(neg, 0, {top, 5});
   std::string message = error_of([&] { verify(*g); });
   CHECK(message.find("at a 'neg' node: uses output 5 of a 'topk' node with 2 outputs") !=
         std::string::npos);
-  g->nodes()[2]->inputs[0].index = 1;  // the i64 output: neg's recorded f32 type is now wrong
+  g->set_input(neg, 0, {top, 1});  // the i64 output: neg's recorded f32 type is now wrong
   message = error_of([&] { verify(*g); });
   CHECK(message.find("differs from the inferred i64[4, 2]") != std::string::npos);
 }

@@ -75,7 +75,7 @@ Case constant_case(Op, DType dt, Gen& g) {
         lit.ints.push_back(static_cast<int64_t>(v));
     }
     Graph graph;
-    graph.outputs().push_back(graph.add_constant(lit, to_shape(shape)));
+    graph.add_output(graph.add_constant(lit, to_shape(shape)));
     std::vector<Array> outs = run_graph(graph, {}, {});
     return Tensor(outs.at(0));
   };
