@@ -20,13 +20,29 @@ int64_t wrap_mul(int64_t a, int64_t b) {
 
 }  // namespace
 
-Dim::Dim(int64_t value) {
-  if (value != 0) terms_[{}] = value;
+Dim::Dim(int64_t value) : value_(value) {}
+
+Dim::Terms Dim::terms() const {
+  if (!terms_.empty()) return terms_;
+  Terms t;
+  if (value_ != 0) t[{}] = value_;
+  return t;
+}
+
+Dim Dim::from_terms(Terms terms) {
+  std::erase_if(terms, [](const auto& term) { return term.second == 0; });
+  Dim d;
+  if (terms.empty() || (terms.size() == 1 && terms.begin()->first.empty())) {
+    d.value_ = terms.empty() ? 0 : terms.begin()->second;
+    return d;
+  }
+  d.terms_ = std::move(terms);
+  return d;
 }
 
 std::optional<int64_t> Dim::lower_bound(int64_t symbol_min) const {
   int64_t total = 0;
-  for (const auto& [mono, coeff] : terms_) {
+  for (const auto& [mono, coeff] : terms()) {
     if (!mono.empty() && coeff < 0) return std::nullopt;
     int64_t term = coeff;
     for (size_t i = 0; i < mono.size(); ++i) term = wrap_mul(term, symbol_min);
@@ -41,13 +57,11 @@ Dim Dim::symbol(int id) {
   return d;
 }
 
-bool Dim::is_static() const {
-  return terms_.empty() || (terms_.size() == 1 && terms_.begin()->first.empty());
-}
+bool Dim::is_static() const { return terms_.empty(); }
 
 int64_t Dim::value() const {
   EMBER_CHECK(is_static(), "dim ", str(), " is symbolic");
-  return terms_.empty() ? 0 : terms_.begin()->second;
+  return value_;
 }
 
 int Dim::as_symbol() const {
@@ -65,6 +79,7 @@ std::vector<int> Dim::symbols() const {
 }
 
 int64_t Dim::evaluate(const SymbolValues& values) const {
+  if (is_static()) return value_;
   int64_t total = 0;
   for (const auto& [mono, coeff] : terms_) {
     int64_t term = coeff;
@@ -78,54 +93,52 @@ int64_t Dim::evaluate(const SymbolValues& values) const {
 }
 
 Dim Dim::operator+(const Dim& o) const {
-  Dim r = *this;
-  for (const auto& [mono, coeff] : o.terms_) {
-    int64_t c = wrap_add(r.terms_[mono], coeff);
-    if (c == 0) r.terms_.erase(mono); else r.terms_[mono] = c;
-  }
-  return r;
+  if (is_static() && o.is_static()) return Dim(wrap_add(value_, o.value_));
+  Terms r = terms();
+  for (const auto& [mono, coeff] : o.terms()) r[mono] = wrap_add(r[mono], coeff);
+  return from_terms(std::move(r));
 }
 
 Dim Dim::operator-(const Dim& o) const { return *this + o * Dim(-1); }
 
 Dim Dim::operator*(const Dim& o) const {
-  Dim r;
-  for (const auto& [m1, c1] : terms_) {
-    for (const auto& [m2, c2] : o.terms_) {
+  if (is_static() && o.is_static()) return Dim(wrap_mul(value_, o.value_));
+  Terms r;
+  for (const auto& [m1, c1] : terms()) {
+    for (const auto& [m2, c2] : o.terms()) {
       std::vector<int> mono = m1;
       mono.insert(mono.end(), m2.begin(), m2.end());
       std::sort(mono.begin(), mono.end());
-      int64_t c = wrap_add(r.terms_[mono], wrap_mul(c1, c2));
-      if (c == 0) r.terms_.erase(mono); else r.terms_[mono] = c;
+      r[mono] = wrap_add(r[mono], wrap_mul(c1, c2));
     }
   }
-  return r;
+  return from_terms(std::move(r));
 }
 
 Dim Dim::exact_div(const Dim& o) const {
   if (o.is_static()) {
     int64_t d = o.value();
     if (d == 0) throw Error(ErrorKind::Value, "division of a dim by zero");
-    Dim r;
-    for (const auto& [mono, coeff] : terms_) {
+    Terms r;
+    for (const auto& [mono, coeff] : terms()) {
       if (coeff % d != 0)
         throw SymbolicShapeError(detail::concat(str(), " is not divisible by ", d), symbols());
-      r.terms_[mono] = coeff / d;
+      r[mono] = coeff / d;
     }
-    return r;
+    return from_terms(std::move(r));
   }
   // Division by a monomial c*m: every term must contain m and have a coefficient divisible by c.
   if (o.terms_.size() == 1) {
     const auto& [dm, dc] = *o.terms_.begin();
-    Dim r;
-    for (const auto& [mono, coeff] : terms_) {
+    Terms r;
+    for (const auto& [mono, coeff] : terms()) {
       std::vector<int> rest;
       if (!std::includes(mono.begin(), mono.end(), dm.begin(), dm.end()) || coeff % dc != 0)
         throw SymbolicShapeError(detail::concat(str(), " is not divisible by ", o.str()), (*this + o).symbols());
       std::set_difference(mono.begin(), mono.end(), dm.begin(), dm.end(), std::back_inserter(rest));
-      r.terms_[rest] = coeff / dc;
+      r[rest] = coeff / dc;
     }
-    return r;
+    return from_terms(std::move(r));
   }
   if (*this == o) return Dim(1);
   throw SymbolicShapeError(detail::concat("cannot divide ", str(), " by ", o.str()), (*this + o).symbols());
@@ -143,7 +156,7 @@ Dim Dim::floor_div(int64_t d) const {
 }
 
 std::string Dim::str() const {
-  if (terms_.empty()) return "0";
+  if (is_static()) return std::to_string(value_);
   std::string out;
   // Highest-degree terms first, the constant last: "2*s0*s1 + s0 + 3".
   std::vector<std::pair<std::vector<int>, int64_t>> ordered(terms_.begin(), terms_.end());

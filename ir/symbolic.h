@@ -39,15 +39,24 @@ class Dim {
   Dim exact_div(const Dim& o) const;
   // Floor division, for strided windows; symbolic only when the divisor is 1.
   Dim floor_div(int64_t d) const;
-  bool operator==(const Dim& o) const { return terms_ == o.terms_; }
+  bool operator==(const Dim& o) const { return value_ == o.value_ && terms_ == o.terms_; }
   bool operator!=(const Dim& o) const { return !(*this == o); }
-  bool operator<(const Dim& o) const { return terms_ < o.terms_; }
+  bool operator<(const Dim& o) const { return terms_ != o.terms_ ? terms_ < o.terms_ : value_ < o.value_; }
 
   std::string str() const;  // "64", "s0", "2*s0*s1 + 3"
 
  private:
   // monomial (sorted symbol ids, repeated for powers) -> coefficient; no zero coefficients.
-  std::map<std::vector<int>, int64_t> terms_;
+  using Terms = std::map<std::vector<int>, int64_t>;
+  // Every term, the constant included (a static dim's as well).
+  Terms terms() const;
+  // The dim of these terms, static when only a constant is left.
+  static Dim from_terms(Terms terms);
+
+  // A static dim is value_ with no terms (no allocation: most dims are static). A symbolic dim
+  // keeps every term, its constant included, in terms_, and value_ is 0.
+  int64_t value_ = 0;
+  Terms terms_;
 };
 
 using Shape = std::vector<Dim>;
