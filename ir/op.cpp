@@ -103,7 +103,8 @@ std::vector<TensorType> infer_types(Op op, std::span<const TensorType> inputs, A
   // A derived dim (s0 - 3) can be negative at some sizes: the formula that made it holds only
   // where it is not (see [Note: symbolic facts]).
   for (const TensorType& out : types) {
-    for (const Dim& d : out.shape) assume_nonnegative(d, detail::concat("[", info.name, "] output size"));
+    for (const Dim& d : out.shape)
+      if (!d.is_static()) assume_nonnegative(d, detail::concat("[", info.name, "] output size"));
     if (is_static(out.shape)) checked_numel(info.name, static_shape(out.shape));
   }
   return types;

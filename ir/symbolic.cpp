@@ -319,6 +319,7 @@ ScopedFactSink::ScopedFactSink(FactSink* sink) : previous_(current_sink) { curre
 ScopedFactSink::~ScopedFactSink() { current_sink = previous_; }
 
 bool surely_nonnegative(const Dim& d) {
+  if (d.is_static()) return d.value() >= 0;
   // Every symbol is >= 2 (the tracer never makes sizes 0 or 1 symbolic).
   std::optional<int64_t> low = d.lower_bound(2);
   return low && *low >= 0;
