@@ -2,7 +2,9 @@
 // sound core). Each compares compiled with eager bit for bit, on every call.
 #include <ember/ember.h>
 
+#include <atomic>
 #include <bit>
+#include <thread>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -327,4 +329,46 @@ TEST_CASE("plans: buffers reused by liveness, allocations per call counted", "[c
   auto fd = compile(chain, Options{.dynamic = true});
   for (int64_t n : {1000, 10, 5000, 3})
     CHECK(same_bits(fd(uniform({n}, n)), chain(uniform({n}, n))));
+}
+
+TEST_CASE("adversarial: an exception mid-trace, then normal calls", "[compile][errors]") {
+  bool fail = true;
+  auto fn = [&](const Tensor& x, const Tensor& y) {
+    Tensor z = x * y + 1.0;
+    if (fail) throw std::runtime_error("user code failed");
+    return z - x;
+  };
+  auto f = compile(fn);
+  Tensor a = uniform({3}, 1), b = uniform({3}, 2);
+  CHECK_THROWS_AS(f(a, b), std::runtime_error);
+  fail = false;
+  CHECK(same_bits(f(a, b), fn(a, b)));
+  CHECK(same_bits(f(a, a), fn(a, a)));
+  fail = true;
+  CHECK(same_bits(f(a, b), a * b + 1.0 - a));  // replayed: fn is not called, so nothing throws
+}
+
+TEST_CASE("adversarial: 16 threads with aliased arguments, captured tensors and changing sizes",
+          "[compile][threads]") {
+  Tensor w = uniform({1}, 99);
+  auto fn = [&](const Tensor& x, const Tensor& y) {
+    return std::vector<Tensor>{x * w - y, x, slice(y, 0, 2) * 2.0, x};
+  };
+  auto f = compile(fn);
+  std::vector<std::thread> threads;
+  std::atomic<int> mismatches{0};
+  for (int t = 0; t < 16; ++t)
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 20; ++i) {
+        int64_t n = 1 + (t + i) % 5;
+        Tensor a = uniform({n}, t * 100 + i), b = uniform({n}, t * 100 + i + 50);
+        int form = (t + i) % 3;  // aliased, the captured tensor as an argument, distinct
+        Tensor y = form == 0 ? a : form == 1 ? w : b;
+        auto got = f(a, y);
+        auto want = fn(a, y);
+        if (!same_bits(got, want)) ++mismatches;
+      }
+    });
+  for (auto& th : threads) th.join();
+  CHECK(mismatches == 0);
 }
