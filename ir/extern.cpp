@@ -1,24 +1,16 @@
 #include "ir/extern.h"
 
-#include <map>
-#include <memory>
-#include <mutex>
 
 #include "ir/error.h"
 #include "ir/graph.h"
+#include "ir/named_registry.h"
 
 namespace ember {
 
 namespace {
 
-struct Registry {
-  std::mutex mutex;
-  // Held by pointer so a definition stays valid while a graph refers to it, even if replaced.
-  std::map<std::string, std::shared_ptr<const ExternOpDef>, std::less<>> ops;
-};
-
-Registry& registry() {
-  static Registry r;
+NamedRegistry<ExternOpDef>& registry() {
+  static NamedRegistry<ExternOpDef> r;
   return r;
 }
 
@@ -27,22 +19,15 @@ Registry& registry() {
 void register_extern_op(ExternOpDef def) {
   if (def.name.empty()) EMBER_THROW(Value, "[register_op] the op needs a name");
   if (!def.shape) EMBER_THROW(Value, "[register_op] op '", def.name, "' needs a shape function");
-  Registry& r = registry();
-  std::lock_guard<std::mutex> lock(r.mutex);
   std::string name = def.name;
-  r.ops[name] = std::make_shared<const ExternOpDef>(std::move(def));
+  registry().set(name, std::move(def));
 }
 
-const ExternOpDef* find_extern_op(std::string_view name) {
-  Registry& r = registry();
-  std::lock_guard<std::mutex> lock(r.mutex);
-  auto it = r.ops.find(name);
-  return it == r.ops.end() ? nullptr : it->second.get();
-}
+std::shared_ptr<const ExternOpDef> find_extern_op(std::string_view name) { return registry().find(name); }
 
 bool has_side_effects(const Node* n) {
   if (!n->info().is_extern()) return false;
-  const ExternOpDef* def = find_extern_op(attr_string(n->attrs, "name"));
+  auto def = find_extern_op(attr_string(n->attrs, "name"));
   return !def || !def->pure;
 }
 

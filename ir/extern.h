@@ -11,6 +11,7 @@
 #pragma once
 
 #include <functional>
+#include <memory>
 #include <span>
 #include <string>
 #include <string_view>
@@ -35,8 +36,8 @@ struct ExternOpDef {
 // Registers (or replaces) an extern op. Thread-safe. A Value error for an empty name or no shape
 // function.
 void register_extern_op(ExternOpDef def);
-// The registered op, or nullptr.
-const ExternOpDef* find_extern_op(std::string_view name);
+// The registered op, or null.
+std::shared_ptr<const ExternOpDef> find_extern_op(std::string_view name);
 
 // An extern node whose op is not pure, or is unknown (nothing can be assumed about it).
 bool has_side_effects(const Node* n);

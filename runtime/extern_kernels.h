@@ -2,6 +2,7 @@
 #pragma once
 
 #include <functional>
+#include <memory>
 #include <span>
 #include <string>
 #include <string_view>
@@ -18,7 +19,7 @@ using ExternCpuFn = std::function<void(std::span<const Array> inputs, std::span<
 
 // Registers (or replaces) the CPU implementation of the extern op `name`. Thread-safe.
 void register_extern_kernel(const std::string& name, ExternCpuFn fn);
-// The implementation, or nullptr.
-const ExternCpuFn* find_extern_kernel(std::string_view name);
+// The implementation, or null.
+std::shared_ptr<const ExternCpuFn> find_extern_kernel(std::string_view name);
 
 }  // namespace ember

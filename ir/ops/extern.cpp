@@ -11,7 +11,7 @@ std::vector<TensorType> infer_extern(const OpInfo& op, std::span<const TensorTyp
   for (const auto& [key, value] : attrs)
     if (attr_type(value) == AttrType::Shape)  // the text form could not tell it from ints
       EMBER_OP_ERROR(Type, op, "attribute '", key, "' of '", name, "': shapes are not accepted, pass ints");
-  const ExternOpDef* def = find_extern_op(name);
+  auto def = find_extern_op(name);
   if (!def) EMBER_OP_ERROR(Value, op, "no op is registered as '", name, "'");
   std::vector<TensorType> out = def->shape(in, attrs);
   if (out.empty()) EMBER_OP_ERROR(Value, op, "'", name, "' declares no outputs");
