@@ -159,6 +159,9 @@ std::shared_ptr<const Executable> CompiledState::compile(const Graph& g, GraphIn
   if (config::log_enabled("compile"))
     config::log("compile", "graph " + std::to_string(hash) + ": " + std::to_string(info.op_count) + " ops in " +
                                std::to_string(info.compile_ms) + " ms");
+  if (config::log_enabled("plan"))
+    config::log("plan", "graph " + std::to_string(hash) + ": " + std::to_string(info.steps) + " steps over " +
+                            std::to_string(info.buffers) + " buffers\n" + exec->describe());
   std::lock_guard<std::mutex> lock(mutex);
   // Bounded: a function whose graphs change on every call must not grow without limit. An
   // evicted segment stays alive in the entries that replay it.

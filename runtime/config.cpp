@@ -47,7 +47,7 @@ void check_unknown_once() {
 
 const std::vector<Setting>& settings() {
   static const std::vector<Setting> table = {
-      {"EMBER_LOG", "comma list of: graph_breaks, recompiles, guards, passes, compile (or all)"},
+      {"EMBER_LOG", "comma list of: graph_breaks, recompiles, guards, passes, compile, plan (or all)"},
       {"EMBER_DUMP_AFTER", "a pass name or all: print the IR after it, or (unchanged)"},
       {"EMBER_DUMP_DIR", "directory for dumps (default: stderr)"},
       {"EMBER_DISABLE_PASSES", "comma list of passes to skip"},
