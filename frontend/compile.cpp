@@ -62,7 +62,8 @@ struct Entry {
   bool has_breaks = false;
   std::shared_ptr<const Executable> exec;  // no-break traces: replayed directly
   std::vector<InputSource> inputs;
-  struct Output { enum Kind { Graph, Arg, Captured, Undefined } kind; int index; Array captured; };
+  // A captured output is that tensor itself (the same object, as eager returns it).
+  struct Output { enum Kind { Graph, Arg, Captured, Undefined } kind; int index; Tensor captured; };
   std::vector<Output> outputs;
 };
 
@@ -220,7 +221,7 @@ std::vector<Tensor> replay(const Entry& e, const CallArgs& call, const SymbolVal
     switch (o.kind) {
       case Entry::Output::Graph: out.emplace_back(results[o.index]); break;
       case Entry::Output::Arg: out.push_back(call.tensors[o.index]); break;
-      case Entry::Output::Captured: out.emplace_back(o.captured); break;
+      case Entry::Output::Captured: out.push_back(o.captured); break;
       case Entry::Output::Undefined: out.emplace_back(); break;
     }
   }
@@ -356,7 +357,7 @@ std::shared_ptr<Entry> CompiledState::make_entry(const CallArgs& call, TraceCont
     else if (was_traced[k])
       e->outputs.push_back({Entry::Output::Graph, int(std::find(traced.begin(), traced.end(), impl) - traced.begin()), {}});
     else if (arg != stand_ins.end()) e->outputs.push_back({Entry::Output::Arg, arg_index, {}});
-    else e->outputs.push_back({Entry::Output::Captured, -1, outputs[k].array()});
+    else e->outputs.push_back({Entry::Output::Captured, -1, outputs[k]});
   }
   return e;
 }

@@ -147,7 +147,10 @@ Node* TraceContext::add_node(Op op, std::vector<Value> inputs, Attrs attrs) {
   } catch (const Error& e) {
     std::vector<TensorType> types;
     for (const Value& v : inputs) types.push_back(v.type());
-    if (!has_symbols(types, attrs)) throw;
+    if (!has_symbols(types, attrs)) {
+      run_recorded_ops();
+      throw;
+    }
     // Say what eager says, with this call's sizes ("[6, 4] @ [3, 5]", not "[s0, 4] @ [3, s1]").
     std::vector<TensorType> concrete;
     std::vector<int> involved;
@@ -157,11 +160,20 @@ Node* TraceContext::add_node(Op op, std::vector<Value> inputs, Attrs attrs) {
         for (int s : d.symbols()) involved.push_back(s);
     }
     Attrs eager_attrs = concrete_attrs(attrs, values_);
-    infer_types(op, concrete, eager_attrs);
+    try {
+      infer_types(op, concrete, eager_attrs);
+    } catch (const Error&) {
+      run_recorded_ops();
+      throw;
+    }
     // Eager accepts these sizes: only the symbolic form failed, so specialise.
     throw SymbolicShapeError(e.what(), involved);
   }
 }
+
+// Eager would have run the ops recorded so far before this op's error, and raised theirs first
+// (pow of integers by negative powers, then a matmul of the wrong dtype): run them now.
+void TraceContext::run_recorded_ops() { flush({}); }
 
 Tensor TraceContext::record(Op op, const std::vector<Tensor>& inputs, Attrs attrs) {
   EMBER_CHECK(!op_info(op).multi_output(), "record of the multi-output op '", op_name(op), "'");
@@ -218,9 +230,9 @@ void TraceContext::flush(const std::vector<Tensor>& outputs) {
   for (auto& weak : produced_) add_live(weak.lock());
   for (auto& impl : live) graph_->add_output({impl->node, impl->output});
   ++segments_;
-  // A segment with nothing to output need not run, unless it calls an impure extern op.
+  // A segment with nothing to output need not run, unless it holds a node that must.
   bool has_effects = false;
-  for (const Node* n : graph_->nodes()) has_effects = has_effects || has_side_effects(n);
+  for (const Node* n : graph_->nodes()) has_effects = has_effects || must_run(n);
   if (graph_->outputs().empty() && !has_effects) {
     last_exec_ = nullptr;
     last_inputs_ = sources_;

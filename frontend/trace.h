@@ -110,6 +110,7 @@ class TraceContext : public FactSink {
  private:
   Value node_for(const Tensor& t);
   Node* add_node(Op op, std::vector<Value> inputs, Attrs attrs);
+  void run_recorded_ops();
   bool is_read_value(const Attrs& full_attrs) const;
   void flush(const std::vector<Tensor>& outputs);
   void begin_segment();

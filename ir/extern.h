@@ -42,4 +42,11 @@ std::shared_ptr<const ExternOpDef> find_extern_op(std::string_view name);
 // An extern node whose op is not pure, or is unknown (nothing can be assumed about it).
 bool has_side_effects(const Node* n);
 
+// [Note: nodes that must run]
+// A node runs even when no output depends on it if it has side effects, or if it can raise an
+// error on some data (integer division or remainder by zero, integers to negative powers,
+// indices out of range): eager raises that error, so compiled code must too, even for a value
+// the program then drops. DCE keeps such nodes and the tracer runs segments that hold them.
+bool must_run(const Node* n);
+
 }  // namespace ember

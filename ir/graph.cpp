@@ -163,9 +163,9 @@ size_t Graph::remove_dead() {
   std::vector<char> live(next_id_, 0);
   for (const Node* in : inputs_) live[in->id_] = 1;
   for (const Value& out : outputs_) live[out.node->id_] = 1;
-  // An impure extern call stays, used or not: its side effects are part of the program.
+  // Used or not, a node with side effects or one that can raise stays ([Note: nodes that must run]).
   for (Node* n = head_; n; n = n->next_)
-    if (has_side_effects(n)) live[n->id_] = 1;
+    if (must_run(n)) live[n->id_] = 1;
   for (Node* n = tail_; n; n = n->prev_)
     if (live[n->id_])
       for (const Value& in : n->inputs_) live[in.node->id_] = 1;

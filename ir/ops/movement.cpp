@@ -159,6 +159,9 @@ TensorType infer_squeeze(const OpInfo& op, std::span<const TensorType> in, const
   Shape out;
   for (int64_t i = 0; i < rank_of(x); ++i) {
     bool named = axes.empty() || std::find(axes.begin(), axes.end(), i) != axes.end();
+    // A symbolic dim that could be 1 (s0 - 1) is kept only while it is not.
+    if (named && !x.shape[i].is_static())
+      assume_nonnegative(x.shape[i] - Dim(2), "[squeeze] the dim is not 1");
     if (!(named && x.shape[i] == Dim(1))) out.push_back(x.shape[i]);
   }
   return {x.dtype, out};
@@ -245,9 +248,10 @@ TensorType infer_gather(const OpInfo& op, std::span<const TensorType> in, const 
     EMBER_OP_ERROR(Value, op, "index ", idx.str(), " must have the rank of input ", x.str());
   int64_t axis = normalize_axis(op.name, attr_int(attrs, "axis"), rank_of(x));
   for (int64_t d = 0; d < rank_of(x); ++d) {
-    if (d == axis || !idx.shape[d].is_static() || !x.shape[d].is_static()) continue;
-    if (idx.shape[d].value() > x.shape[d].value())
+    if (d == axis) continue;
+    if (idx.shape[d].is_static() && x.shape[d].is_static() && idx.shape[d].value() > x.shape[d].value())
       EMBER_OP_ERROR(Value, op, "index ", idx.str(), " is larger than input ", x.str(), " in dim ", d);
+    assume_nonnegative(x.shape[d] - idx.shape[d], "[gather] the index fits in the input");
   }
   return {x.dtype, idx.shape};
 }
