@@ -25,12 +25,30 @@ void register_extern_op(ExternOpDef def) {
 
 std::shared_ptr<const ExternOpDef> find_extern_op(std::string_view name) { return registry().find(name); }
 
+namespace {
+
+// True when `v` is a constant or a `full` and every element passes `ok`.
+template <class F>
+bool known_all(const Value& v, F&& ok) {
+  const Node* n = v.node;
+  if (n->op == Op::Full) return ok(attr_float(n->attrs, "value"));
+  if (n->op != Op::Constant) return false;
+  const Literal& lit = attr_literal(n->attrs, "value");
+  for (size_t i = 0; i < lit.size(); ++i)
+    if (!ok(lit.as_double(i))) return false;
+  return true;
+}
+
+}  // namespace
+
 bool must_run(const Node* n) {
+  bool integer = !is_floating(n->types[0].dtype) && !is_bool(n->types[0].dtype);
   switch (n->op) {
     case Op::FloorDivide:
-    case Op::Remainder:
-    case Op::Pow:
-      return !is_floating(n->types[0].dtype) && !is_bool(n->types[0].dtype);
+    case Op::Remainder:  // by zero, unless the divisor is a known non-zero
+      return integer && !known_all(n->inputs()[1], [](double d) { return d != 0; });
+    case Op::Pow:  // to a negative power, unless the exponent is a known non-negative
+      return integer && !known_all(n->inputs()[1], [](double d) { return d >= 0; });
     case Op::IndexSelect:
     case Op::Gather:
     case Op::Embedding:
