@@ -7,6 +7,7 @@
 
 #include <ember/ember.h>
 
+#include "tests/unit/helpers.h"
 #include "tests/unit/sweep.h"
 
 namespace ember::sweep {
@@ -27,11 +28,6 @@ std::vector<Tensor> call_spread(F& f, const std::vector<Tensor>& a) {
   throw std::logic_error("the sweep has a case with more than 5 inputs: extend call_spread");
 }
 
-bool same_bits(const Array& x, const Array& y) {
-  if (x.dtype() != y.dtype() || x.shape() != y.shape()) return false;
-  Array a = x.contiguous(), b = y.contiguous();
-  return std::memcmp(a.data(), b.data(), a.numel() * itemsize(a.dtype())) == 0;
-}
 
 }  // namespace
 
@@ -74,7 +70,7 @@ void check_compiled(const Case& c, const std::vector<Tensor>& args, const std::v
       return;
     }
     for (size_t k = 0; k < y.size(); ++k)
-      if (!same_bits(y[k].array(), (*eager)[k].array())) {
+      if (!test::same_bits(y[k].array(), (*eager)[k].array())) {
         fail(when + " output " + std::to_string(k) + " differs from eager: " + y[k].array().str(8) + " vs " +
              (*eager)[k].array().str(8));
         return;

@@ -10,25 +10,13 @@
 #include <limits>
 
 #include "tests/catch.h"
+#include "tests/unit/helpers.h"
 
 using namespace ember;
+using ember::test::same_bits;
 
 namespace {
 
-// Same dtype, shape and bytes (so -0.0 differs from 0.0 and NaN payloads count).
-bool same_bits(const Tensor& a, const Tensor& b) {
-  if (a.defined() != b.defined()) return false;
-  if (!a.defined()) return true;
-  const Array x = a.array().contiguous(), y = b.array().contiguous();
-  if (x.dtype() != y.dtype() || x.shape() != y.shape()) return false;
-  return std::memcmp(x.data(), y.data(), x.numel() * itemsize(x.dtype())) == 0;
-}
-bool same_bits(const std::vector<Tensor>& a, const std::vector<Tensor>& b) {
-  if (a.size() != b.size()) return false;
-  for (size_t i = 0; i < a.size(); ++i)
-    if (!same_bits(a[i], b[i])) return false;
-  return true;
-}
 
 Tensor floats(std::vector<double> v) { return from_vector(v, {static_cast<int64_t>(v.size())}, DType::Float32); }
 

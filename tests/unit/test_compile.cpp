@@ -10,8 +10,10 @@
 #include <ember/ember.h>
 
 #include "tests/catch.h"
+#include "tests/unit/helpers.h"
 
 using namespace ember;
+using ember::test::error_of;
 
 namespace {
 
@@ -32,15 +34,6 @@ struct Mlp {
   Tensor operator()(const Tensor& x) const { return softmax(linear(gelu(linear(x, w1, b1)), w2, b2), -1); }
 };
 
-std::string error_of(const std::function<void()>& f, ErrorKind* kind = nullptr) {
-  try {
-    f();
-  } catch (const Error& e) {
-    if (kind) *kind = e.kind();
-    return e.what();
-  }
-  return "";
-}
 
 }  // namespace
 

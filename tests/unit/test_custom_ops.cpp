@@ -8,6 +8,7 @@
 
 #include "runtime/element.h"
 #include "tests/catch.h"
+#include "tests/unit/helpers.h"
 
 using namespace ember;
 
@@ -58,11 +59,6 @@ void register_log() {
   });
 }
 
-bool same(const Tensor& a, const Tensor& b) {
-  Array x = a.array().contiguous(), y = b.array().contiguous();
-  return x.dtype() == y.dtype() && x.shape() == y.shape() &&
-         std::memcmp(x.data(), y.data(), x.numel() * itemsize(x.dtype())) == 0;
-}
 
 }  // namespace
 
@@ -76,8 +72,8 @@ TEST_CASE("a custom op runs eagerly and compiled, with no graph break", "[custom
   auto f = compile(fn, Options{.fullgraph = true});
   for (int call = 0; call < 3; ++call) {
     auto got = f(x), want = fn(x);
-    CHECK(same(got[0], want[0]));
-    CHECK(same(got[1], want[1]));
+    CHECK(test::same_bits(got[0], want[0]));
+    CHECK(test::same_bits(got[1], want[1]));
   }
   Report r = f.report();
   CHECK(r.graph_count() == 1);
@@ -97,7 +93,7 @@ TEST_CASE("a custom op's shape function carries symbolic dims", "[custom_ops][dy
   auto f = compile(fn, Options{.dynamic = true});
   for (int64_t rows : {4, 7, 9}) {
     Tensor x = uniform({rows, 5}, rows);
-    CHECK(same(f(x), call_op("test.row_sum", {x})[0] + 1.0));
+    CHECK(test::same_bits(f(x), call_op("test.row_sum", {x})[0] + 1.0));
   }
   CHECK(traces == 1);
   CHECK(f.report().graphs[0].ir.find("f32[s0]") != std::string::npos);
@@ -154,7 +150,7 @@ TEST_CASE("passes keep custom ops opaque: pure ones merge, impure ones always ru
   int logs = log_calls;
   Tensor y = impure(x);
   CHECK(log_calls - logs == 3);
-  CHECK(same(y, x * 2.0 + x));
+  CHECK(test::same_bits(y, x * 2.0 + x));
   // A function whose only effect is an impure call still makes it, every call.
   auto only_effect = compile([](const Tensor& x) {
     call_op("test.log", {x});

@@ -16,6 +16,7 @@
 #include "runtime/element.h"
 #include "runtime/interpreter.h"
 #include "tests/catch.h"
+#include "tests/unit/helpers.h"
 
 using namespace ember;
 
@@ -45,11 +46,6 @@ Array random_array(std::mt19937_64& rng, DType dtype, const std::vector<int64_t>
   return a;
 }
 
-// The same bits: -0.0 and +0.0 differ, and so do NaNs of another sign or payload.
-bool same_bits(const Array& a, const Array& b) {
-  Array x = a.contiguous(), y = b.contiguous();
-  return std::memcmp(x.data(), y.data(), x.numel() * itemsize(x.dtype())) == 0;
-}
 
 // A node with several outputs on x: every output is usable by later nodes and as a graph output.
 Node* multi_output_node(Graph& g, Value x, std::mt19937_64& rng) {
@@ -154,7 +150,7 @@ TEST_CASE("fuzz: the default pipeline never changes a result, and graphs round-t
       REQUIRE(expected[o].dtype() == got[o].dtype());
       REQUIRE(expected[o].shape() == got[o].shape());
       INFO("output " << o << ": " << expected[o].str(64) << " vs " << got[o].str(64));
-      REQUIRE(same_bits(expected[o], got[o]));
+      REQUIRE(test::same_bits(expected[o], got[o]));
     }
     ++compared;
   }

@@ -6,20 +6,13 @@
 #include "ir/graph.h"
 #include "passes/pass.h"
 #include "tests/catch.h"
+#include "tests/unit/helpers.h"
 
 using namespace ember;
+using ember::test::error_of;
 
 namespace {
 
-std::string error_of(const std::function<void()>& f, ErrorKind* kind = nullptr) {
-  try {
-    f();
-  } catch (const Error& e) {
-    if (kind) *kind = e.kind();
-    return e.what();
-  }
-  return "";
-}
 
 void require_equal(const Tensor& a, const Tensor& b) {
   REQUIRE(a.shape() == b.shape());

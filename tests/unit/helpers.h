@@ -1,0 +1,45 @@
+// Small helpers the unit tests share.
+#pragma once
+
+#include <cstring>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "frontend/tensor.h"
+#include "ir/error.h"
+#include "runtime/array.h"
+
+namespace ember::test {
+
+// The message of the ember::Error `f` raises ("" when none), and its kind.
+inline std::string error_of(const std::function<void()>& f, ErrorKind* kind = nullptr) {
+  try {
+    f();
+  } catch (const Error& e) {
+    if (kind) *kind = e.kind();
+    return e.what();
+  }
+  return "";
+}
+
+// Same dtype, shape and bytes: -0.0 differs from 0.0, and NaNs of another sign or payload differ.
+inline bool same_bits(const Array& a, const Array& b) {
+  if (a.dtype() != b.dtype() || a.shape() != b.shape()) return false;
+  Array x = a.contiguous(), y = b.contiguous();
+  return std::memcmp(x.data(), y.data(), x.numel() * itemsize(x.dtype())) == 0;
+}
+
+inline bool same_bits(const Tensor& a, const Tensor& b) {
+  if (a.defined() != b.defined()) return false;
+  return !a.defined() || same_bits(a.array(), b.array());
+}
+
+inline bool same_bits(const std::vector<Tensor>& a, const std::vector<Tensor>& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i)
+    if (!same_bits(a[i], b[i])) return false;
+  return true;
+}
+
+}  // namespace ember::test
