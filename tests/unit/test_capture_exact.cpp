@@ -17,7 +17,6 @@ using ember::test::same_bits;
 
 namespace {
 
-
 Tensor floats(std::vector<double> v) { return from_vector(v, {static_cast<int64_t>(v.size())}, DType::Float32); }
 
 // A float32 tensor holding these exact bit patterns (a signalling NaN survives).
