@@ -333,6 +333,10 @@ void assume_nonnegative(const Dim& expr, const std::string& why, const std::vect
 void assume_equal(const Dim& a, const Dim& b, const std::string& why) {
   std::vector<int> involved = a.symbols();
   for (int s : b.symbols()) involved.push_back(s);
+  // A symbolic dim that must equal a static one is better static: code for a known size is
+  // better code. Specialise rather than guard.
+  if (a.is_static() != b.is_static() && a != b)
+    throw SymbolicShapeError(why + ": " + a.str() + " must equal " + b.str(), involved);
   assume({a - b, true, why}, involved);
 }
 

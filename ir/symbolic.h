@@ -115,7 +115,8 @@ class ScopedFactSink {
 // Inference relies on expr >= 0. Static facts are checked here; a false fact raises
 // SymbolicShapeError naming the symbols of `expr` (or of `involved`, when given).
 void assume_nonnegative(const Dim& expr, const std::string& why, const std::vector<int>& involved = {});
-// Inference relies on a == b (see above).
+// Inference relies on a == b (see above). A symbolic dim that must equal a static one raises
+// SymbolicShapeError at once: the tracer makes it static (a known size makes better code).
 void assume_equal(const Dim& a, const Dim& b, const std::string& why);
 // True when `d` is >= 0 for every value of its symbols (each >= 2): no fact is needed.
 bool surely_nonnegative(const Dim& d);

@@ -13,6 +13,7 @@
 #include "tests/unit/helpers.h"
 
 using namespace ember;
+using ember::test::error_of;
 using ember::test::same_bits;
 
 namespace {
@@ -140,6 +141,18 @@ TEST_CASE("symbolic facts are guards named in the report", "[compile][dynamic][g
   f(uniform({2}, 1));  // breaks the fact: a recompile, specialised
   REQUIRE(f.report().recompiles.size() == 1);
   CHECK(f.report().recompiles[0].guard.find("s0 - 3 >= 0") != std::string::npos);
+}
+
+TEST_CASE("a symbolic size that must equal a static one becomes static", "[compile][dynamic][guards]") {
+  Tensor w = uniform({8}, 2);
+  auto f = compile([&](const Tensor& x) { return x + w; }, Options{.dynamic = true});
+  Tensor x = uniform({8}, 1);
+  CHECK(same_bits(f(x), x + w));
+  const Report& r = f.report();
+  REQUIRE(r.graph_count() == 1);
+  CHECK(r.graphs[0].ir.find("s0") == std::string::npos);  // specialised: a known size
+  for (const std::string& g : r.guards) CHECK(g.find("s0 - 8") == std::string::npos);
+  CHECK(error_of([&] { f(uniform({5}, 3)); }) == error_of([&] { (void)(uniform({5}, 3) + w); }));
 }
 
 TEST_CASE("scalar arguments are guarded by bit pattern and C++ type", "[compile][guards]") {
