@@ -1,5 +1,6 @@
 // Ops: the enum generated from ops.def and the registry record that holds every backend-neutral
-// fact about an op (arity, attributes, shape and dtype rule, scalar semantics, traits, doc).
+// fact about an op (arity, attributes, shape and dtype rule, scalar semantics, traits, doc; for a
+// primitive reduction its combiner, identity and accumulator).
 #pragma once
 
 #include <functional>
@@ -11,6 +12,7 @@
 
 #include "ir/attrs.h"
 #include "ir/dtype.h"
+#include "ir/reduction.h"
 #include "ir/symbolic.h"
 
 namespace ember {
@@ -82,6 +84,8 @@ struct OpInfo {
   bool no_bool = false;       // bool inputs are an error (neg, sub), as in PyTorch
   int (*scalar_variant)(const Attrs& attrs) = nullptr;
   bool open_attributes = false;  // takes attributes beyond `attrs` (extern: its own op's)
+  // A primitive reduction's combiner, identity and accumulator ([Note: reduction semantics]).
+  std::optional<ReductionSemantics> reduction;
 
   bool is_elementwise() const { return kind == OpKind::Elementwise; }
   bool is_reduction() const { return kind == OpKind::Reduction; }
