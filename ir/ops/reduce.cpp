@@ -1,7 +1,9 @@
 // Reductions over any set of axes (empty: all axes), with keepdim. The primitive ones declare
-// their combiner, identity and accumulator ([Note: reduction semantics]).
+// their combiner, identity and accumulator ([Note: reduction semantics]); mean, var, std,
+// logsumexp and var_mean decompose into them (ir/ops/decompose_reduce.cpp).
 #include <limits>
 
+#include "ir/ops/decompositions.h"
 #include "ir/ops/registry.h"
 
 namespace ember::ops {
@@ -141,6 +143,11 @@ void register_reductions(Table& table) {
   at(Op::ArgMin).reduction = ReductionSemantics{Combiner::ArgMin, picking_accumulator, highest};
   at(Op::MaxDim).reduction = at(Op::ArgMax).reduction;
   at(Op::MinDim).reduction = at(Op::ArgMin).reduction;
+  at(Op::Mean).decompose = decompose_mean;
+  at(Op::Var).decompose = decompose_var;
+  at(Op::Std).decompose = decompose_std;
+  at(Op::LogSumExp).decompose = decompose_logsumexp;
+  at(Op::VarMean).decompose = decompose_var_mean;
   OpInfo& var_mean = table[static_cast<size_t>(Op::VarMean)];
   var_mean.doc = "(variance with `correction`, mean) over `axes`, as torch.var_mean";
   var_mean.infer_multi = infer_var_mean;

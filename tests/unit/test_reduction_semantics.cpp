@@ -1,5 +1,5 @@
-// The reductions' declared semantics ([Note: reduction semantics] in ir/reduction.h): the
-// primitive reductions declare a combiner; each identity is neutral for its combiner;
+// The reductions' declared semantics ([Note: reduction semantics] in ir/reduction.h): every
+// reduction declares a combiner or a decomposition; each identity is neutral for its combiner;
 // folding in the declared accumulator gives what the interpreter gives (exactly where the
 // combiner only picks or the arithmetic is integer, within TESTING.md's tolerance for float sums
 // and products, which the interpreter accumulates in double).
@@ -140,11 +140,14 @@ Result interpret(Op op, DType t, const std::vector<double>& v) {
 
 }  // namespace
 
-TEST_CASE("the primitive reductions declare their combiners", "[ir][semantics]") {
+TEST_CASE("every reduction declares a combiner or a decomposition, and every composite a "
+          "decomposition", "[ir][semantics]") {
   for (int i = 0; i < kNumOps; ++i) {
     const OpInfo& info = op_info(static_cast<Op>(i));
     INFO("op " << info.name);
-    if (!info.is_reduction()) CHECK(!info.reduction);
+    if (info.is_reduction()) CHECK(info.reduction.has_value() != info.has_decomposition());
+    else CHECK(!info.reduction);
+    if (info.kind == OpKind::Composite) CHECK(info.has_decomposition());
   }
   // The primitive reductions of the brief, with their combiners.
   const std::pair<Op, Combiner> expected[] = {
