@@ -29,14 +29,26 @@ bool empty_along(const TensorType& x, const std::vector<int64_t>& axes) {
   return std::any_of(axes.begin(), axes.end(), [&](int64_t a) { return x.shape[a] == Dim(0); });
 }
 
+// The last element of x along each of `axes`, which stay as size 1 (a slice from -1 has length 1
+// for a symbolic dim too).
+Value last_along(Builder& b, Value x, const std::vector<int64_t>& axes) {
+  for (int64_t axis : axes) x = b.op(Op::Slice, {x}, {{"axis", axis}, {"start", int64_t{-1}}});
+  return x;
+}
+
 Moments moments(Builder& b, Value xc, const std::vector<int64_t>& axes) {
-  DType t = xc.type().dtype;
   Moments m;
-  m.count = b.count(xc, axes, t);
-  m.mean = b.div(b.reduce(Op::Sum, xc, axes, true), m.count);
-  m.centered = b.sub(xc, m.mean);
+  m.count = b.count(xc, axes, xc.type().dtype);
+  Value shifted = xc;  // an empty group has no element to shift by, nor a deviation
+  if (!empty_along(xc.type(), axes)) shifted = b.sub(xc, last_along(b, xc, axes));
+  Value shifted_mean = b.div(b.reduce(Op::Sum, shifted, axes, true), m.count);
+  m.centered = b.sub(shifted, shifted_mean);
   m.sum_squares = b.reduce(Op::Sum, b.mul(m.centered, m.centered), axes, true);
   return m;
+}
+
+Value mean_of(Builder& b, Value xc, const std::vector<int64_t>& axes, Value count) {
+  return b.div(b.reduce(Op::Sum, xc, axes, true), count);
 }
 
 Value softmax_along(Builder& b, Value xc, int64_t axis, bool log) {

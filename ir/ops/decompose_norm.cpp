@@ -17,19 +17,21 @@ std::vector<int64_t> last_dims(const TensorType& x, int64_t ndim) {
 
 struct Normalized {
   Value y;     // (x - mean) * rstd, or x * rstd without centring
-  Value mean;  // kept as size 1 (centred only)
-  Value rstd;  // 1 / sqrt(var + eps), likewise
+  Value rstd;  // 1 / sqrt(var + eps), kept as size 1
+  Value mean;  // likewise, when asked for
 };
 
-// Layer norm's core over `axes` (biased variance); rms norm's when not `center`.
+enum class Center { No, Yes, AndMean };
+
+// Layer norm's core over `axes` (biased variance); rms norm's without centring.
 Normalized normalize(Builder& b, Value xc, const std::vector<int64_t>& axes, double eps,
-                     bool center) {
+                     Center center) {
   DType c = xc.type().dtype;
   Normalized n;
   Value var;
-  if (center) {
+  if (center != Center::No) {
     Moments m = moments(b, xc, axes);
-    n.mean = m.mean;
+    if (center == Center::AndMean) n.mean = mean_of(b, xc, axes, m.count);
     var = b.div(m.sum_squares, m.count);
     xc = m.centered;
   } else {
@@ -41,7 +43,8 @@ Normalized normalize(Builder& b, Value xc, const std::vector<int64_t>& axes, dou
   return n;
 }
 
-Normalized layer_normalize(Builder& b, const Values& in, const Attrs& attrs, DType c, bool center) {
+Normalized layer_normalize(Builder& b, const Values& in, const Attrs& attrs, DType c,
+                           Center center) {
   std::vector<int64_t> axes = last_dims(in[0].type(), attr_int(attrs, "ndim"));
   return normalize(b, b.cast(in[0], c), axes, attr_float(attrs, "eps"), center);
 }
@@ -66,14 +69,14 @@ Value per_channel(Builder& b, Value p, const TensorType& x) {
 Values decompose_layer_norm(Builder& b, const Values& in, const Attrs& attrs) {
   TensorType out = output_types(Op::LayerNorm, in, attrs)[0];
   DType c = compute_dtype(out.dtype);
-  Normalized n = layer_normalize(b, in, attrs, c, true);
+  Normalized n = layer_normalize(b, in, attrs, c, Center::Yes);
   return {b.as_type(affine(b, n.y, in[1], in[2]), out)};
 }
 
 Values decompose_native_layer_norm(Builder& b, const Values& in, const Attrs& attrs) {
   std::vector<TensorType> out = output_types(Op::NativeLayerNorm, in, attrs);
   DType c = compute_dtype(out[0].dtype);
-  Normalized n = layer_normalize(b, in, attrs, c, true);
+  Normalized n = layer_normalize(b, in, attrs, c, Center::AndMean);
   Value y = affine(b, n.y, in[1], in[2]);
   return {b.as_type(y, out[0]), b.as_type(n.mean, out[1]), b.as_type(n.rstd, out[2])};
 }
@@ -82,7 +85,7 @@ Values decompose_native_layer_norm(Builder& b, const Values& in, const Attrs& at
 Values decompose_rms_norm(Builder& b, const Values& in, const Attrs& attrs) {
   TensorType out = output_types(Op::RmsNorm, in, attrs)[0];
   DType c = compute_dtype(out.dtype);
-  Normalized n = layer_normalize(b, in, attrs, c, false);
+  Normalized n = layer_normalize(b, in, attrs, c, Center::No);
   return {b.as_type(b.mul(n.y, b.cast(in[1], c)), out)};
 }
 
@@ -120,7 +123,7 @@ Values decompose_native_batch_norm(Builder& b, const Values& in, const Attrs& at
   Value scaled = b.mul(normalized, weight);
   Value y = b.add(scaled, per_channel(b, b.cast(in[2], c), x));
   Shape channels{x.shape[1]};
-  Value mean = b.reshape(m.mean, channels);
+  Value mean = b.reshape(mean_of(b, xc, axes, m.count), channels);
   Value keep = b.scalar(1 - momentum, c), take = b.scalar(momentum, c);
   Value kept_mean = b.mul(keep, b.cast(in[3], c));
   Value new_mean = b.add(kept_mean, b.mul(take, mean));

@@ -12,12 +12,13 @@ namespace {
 
 struct Variance {
   Value var;   // over the reduced dims, kept as size 1
-  Value mean;  // likewise
+  Value mean;  // likewise, when asked for
 };
 
-// Two-pass variance with `correction`: sum((x - mean)^2) / max(0, n - correction), which is inf
+// Two-pass variance ([Note: shifted two-pass]) with `correction`: sum((x - mean)^2) / max(0, n - correction), which is inf
 // past the last degree of freedom and NaN when every deviation is 0, as PyTorch and the kernel.
-Variance variance(Builder& b, Op op, const Values& in, const Attrs& attrs, DType c) {
+Variance variance(Builder& b, Op op, const Values& in, const Attrs& attrs, DType c,
+                  bool want_mean = false) {
   std::vector<int64_t> axes = reduced_axes(op_name(op), in[0].type(), attr_ints(attrs, "axes"));
   Value xc = b.cast(in[0], c);
   Moments m = moments(b, xc, axes);
@@ -27,7 +28,8 @@ Variance variance(Builder& b, Op op, const Values& in, const Attrs& attrs, DType
     denominator = b.scalar(std::max(0.0, static_cast<double>(*n) - correction), c);
   else
     denominator = b.op(Op::Maximum, {b.sub(m.count, b.scalar(correction, c)), b.scalar(0.0, c)});
-  return {b.div(m.sum_squares, denominator), m.mean};
+  Value var = b.div(m.sum_squares, denominator);
+  return {var, want_mean ? mean_of(b, xc, axes, m.count) : Value()};
 }
 
 }  // namespace
@@ -56,7 +58,7 @@ Values decompose_std(Builder& b, const Values& in, const Attrs& attrs) {
 
 Values decompose_var_mean(Builder& b, const Values& in, const Attrs& attrs) {
   std::vector<TensorType> out = output_types(Op::VarMean, in, attrs);
-  Variance v = variance(b, Op::VarMean, in, attrs, compute_dtype(out[0].dtype));
+  Variance v = variance(b, Op::VarMean, in, attrs, compute_dtype(out[0].dtype), true);
   return {b.as_type(v.var, out[0]), b.as_type(v.mean, out[1])};
 }
 

@@ -51,14 +51,21 @@ std::vector<int64_t> reduced_axes(std::string_view op, const TensorType& x,
 // Whether one of those dims is statically 0 (max cannot reduce it; the result is known).
 bool empty_along(const TensorType& x, const std::vector<int64_t>& axes);
 
-// Mean and centred values of xc over `axes` (kept as size 1), two-pass, in xc's dtype.
+// Centred values of xc over `axes` and their sum of squares (kept as size 1), in xc's dtype.
 struct Moments {
   Value count;        // 0-d
-  Value mean;         // sum / count
-  Value centered;     // xc - mean
+  Value centered;     // xc - its mean
   Value sum_squares;  // sum(centered^2)
 };
+// [Note: shifted two-pass] Two passes (the mean, then the squared deviations) over the data
+// shifted by one of its elements, the last along `axes`. Plain two-pass leaves rounding noise in
+// x - mean when a group is constant (sum / n need not round back to the value), and a norm
+// multiplies it by rsqrt(var + eps), 316 for eps = 1e-5; shifted, a constant group centres to
+// exact zeros, and otherwise it is as accurate. NaN and infinities give NaN as unshifted.
 Moments moments(Builder& b, Value xc, const std::vector<int64_t>& axes);
+// sum(xc) / count over `axes`, kept as size 1: the mean as an output (infinities as the direct
+// kernels give them, which the shifted form would turn into NaN).
+Value mean_of(Builder& b, Value xc, const std::vector<int64_t>& axes, Value count);
 
 // softmax (or log_softmax) of xc along `axis`, subtracting the max; xc is in its compute dtype.
 // A statically empty axis gives xc back (there is nothing to normalise).
