@@ -9,6 +9,21 @@ namespace ember {
 
 namespace {
 
+// A code generator lowers each op from its record: a reduction needs a combiner or a
+// decomposition (one, not both), a composite its decomposition, and only reductions combine.
+void check_semantics(const OpInfo& info) {
+  if (info.is_reduction())
+    EMBER_CHECK(info.reduction.has_value() != info.has_decomposition(), "reduction '", info.name,
+                "' needs either a combiner (a primitive) or a decomposition in its record");
+  else
+    EMBER_CHECK(!info.reduction, "op '", info.name, "' declares a combiner but is no reduction");
+  if (info.kind == OpKind::Composite)
+    EMBER_CHECK(info.has_decomposition(), "composite '", info.name, "' has no decomposition");
+  if (info.reduction)
+    EMBER_CHECK(info.reduction->accumulator && info.reduction->identity, "reduction '", info.name,
+                "' declares no accumulator or identity");
+}
+
 ops::Table build_table() {
   ops::Table table;
 #define EMBER_OP(name_, text, min_a, max_a, kind_) \
@@ -32,6 +47,7 @@ ops::Table build_table() {
     EMBER_CHECK((info.infer != nullptr) != (info.infer_multi != nullptr), "op '", info.name,
                 "' needs exactly one inference function in its registry record");
     EMBER_CHECK(!info.doc.empty(), "op '", info.name, "' has no doc line");
+    check_semantics(info);
   }
   return table;
 }

@@ -1,5 +1,6 @@
 // Ops: the enum generated from ops.def and the registry record that holds every backend-neutral
-// fact about an op (arity, attributes, shape and dtype rule, scalar semantics, traits, doc).
+// fact about an op (arity, attributes, shape and dtype rule, scalar semantics, traits, doc; for a
+// primitive reduction its combiner, identity and accumulator; for a composite its decomposition).
 #pragma once
 
 #include <functional>
@@ -11,6 +12,7 @@
 
 #include "ir/attrs.h"
 #include "ir/dtype.h"
+#include "ir/reduction.h"
 #include "ir/symbolic.h"
 
 namespace ember {
@@ -56,12 +58,24 @@ struct ScalarFns {
 };
 
 struct OpInfo;
+struct Value;
+class Builder;
 // Validates inputs and attributes and returns the output type. Throws ember::Error naming the op.
 using InferFn = TensorType (*)(const OpInfo& op, std::span<const TensorType> inputs, const Attrs& attrs);
 // The same for an op with several outputs (one or more; their number may depend on attributes).
 using InferMultiFn = std::vector<TensorType> (*)(const OpInfo& op,
                                                  std::span<const TensorType> inputs,
                                                  const Attrs& attrs);
+// [Note: decompositions]
+// A composite op's meaning in primitive ops: given a Builder that inserts nodes where the op
+// stands (ir/builder.h), the node's inputs and its attributes (defaults filled in), it adds
+// primitive nodes only and returns one value per output, each of exactly the node's output type.
+// Numerics are the standard stable forms (softmax subtracts the row max), float16/bfloat16
+// compute in float32 and round once at the end. It may decline a case it cannot express in
+// primitives by returning no values before adding any node (causal attention over a symbolic
+// sequence length); the node then stays as it is. The decompose pass applies them.
+using DecomposeFn = std::vector<Value> (*)(Builder& b, const std::vector<Value>& inputs,
+                                           const Attrs& attrs);
 
 struct OpInfo {
   Op op;
@@ -82,6 +96,10 @@ struct OpInfo {
   bool no_bool = false;       // bool inputs are an error (neg, sub), as in PyTorch
   int (*scalar_variant)(const Attrs& attrs) = nullptr;
   bool open_attributes = false;  // takes attributes beyond `attrs` (extern: its own op's)
+  // A primitive reduction's combiner, identity and accumulator ([Note: reduction semantics]).
+  std::optional<ReductionSemantics> reduction;
+  // A composite's decomposition into primitives ([Note: decompositions]); null for a primitive.
+  DecomposeFn decompose = nullptr;
 
   bool is_elementwise() const { return kind == OpKind::Elementwise; }
   bool is_reduction() const { return kind == OpKind::Reduction; }
@@ -89,6 +107,9 @@ struct OpInfo {
   bool is_creation() const { return kind == OpKind::Creation; }
   bool is_extern() const { return kind == OpKind::Extern; }
   bool multi_output() const { return infer_multi != nullptr; }
+  // Composite in the sense code generators care about: it has a decomposition (this includes
+  // ops of other kinds, such as gelu and linear, and the composite reductions).
+  bool has_decomposition() const { return decompose != nullptr; }
 };
 
 const OpInfo& op_info(Op op);

@@ -26,5 +26,6 @@ std::unique_ptr<Pass> make_dce();
 std::unique_ptr<Pass> make_cse();
 std::unique_ptr<Pass> make_constant_fold();
 std::unique_ptr<Pass> make_simplify();
+std::unique_ptr<Pass> make_decompose();
 
 }  // namespace ember

@@ -16,7 +16,9 @@ std::vector<PassTiming> Pipeline::run(Graph& g) const {
   std::vector<PassTiming> timings;
   bool verify = config::verify_enabled();
   if (verify) verify_graph_named(g, "the pipeline's input");
-  for (const std::string& name : passes_) {
+  std::vector<std::string> names = passes_;
+  for (std::string& extra : config::extra_passes()) names.push_back(std::move(extra));
+  for (const std::string& name : names) {
     PassTiming t{name};
     if (config::pass_disabled(name)) {
       t.skipped = true;

@@ -1,5 +1,6 @@
 // Runs a list of passes over a graph: the verifier between passes (EMBER_VERIFY, on in debug and
 // test builds; a failure names the pass that broke the IR), EMBER_DISABLE_PASSES,
+// EMBER_EXTRA_PASSES (appended to the list when run() is called; an unknown name throws then),
 // EMBER_DUMP_AFTER and per-pass timing.
 #pragma once
 

@@ -14,6 +14,7 @@ const std::vector<std::pair<std::string, std::function<std::unique_ptr<Pass>()>>
       {"cse", make_cse},
       {"constant-fold", make_constant_fold},
       {"simplify", make_simplify},
+      {"decompose", make_decompose},
   };
   return table;
 }

@@ -52,6 +52,7 @@ const std::vector<Setting>& settings() {
       {"EMBER_DUMP_AFTER", "a pass name or all: print the IR after it, or (unchanged)"},
       {"EMBER_DUMP_DIR", "directory for dumps (default: stderr)"},
       {"EMBER_DISABLE_PASSES", "comma list of passes to skip"},
+      {"EMBER_EXTRA_PASSES", "comma list of passes to run after each pipeline's own, in order"},
       {"EMBER_VERIFY", "1 to run the verifier between passes (default on in debug builds), 0 to skip"},
       {"EMBER_CACHE_DIR", "on-disk cache directory (default ~/.cache/ember)"},
   };
@@ -67,6 +68,14 @@ std::string get(const char* name) {
 bool log_enabled(const std::string& topic) { return in_list(get("EMBER_LOG"), topic); }
 bool pass_disabled(const std::string& pass) { return in_list(get("EMBER_DISABLE_PASSES"), pass); }
 bool dump_after(const std::string& pass) { return in_list(get("EMBER_DUMP_AFTER"), pass); }
+
+std::vector<std::string> extra_passes() {
+  std::vector<std::string> names;
+  std::stringstream ss(get("EMBER_EXTRA_PASSES"));
+  for (std::string entry; std::getline(ss, entry, ',');)
+    if (!entry.empty()) names.push_back(entry);
+  return names;
+}
 
 bool verify_enabled() {
   std::string v = get("EMBER_VERIFY");

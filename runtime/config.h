@@ -5,6 +5,7 @@
 //   EMBER_DUMP_AFTER=<pass>|all   print the IR after that pass, or "(unchanged)"
 //   EMBER_DUMP_DIR=<dir>          where dumps go (stderr when unset)
 //   EMBER_DISABLE_PASSES=a,b      passes to skip
+//   EMBER_EXTRA_PASSES=a,b        passes to run after a pipeline's own (decompose,dce)
 //   EMBER_VERIFY=0|1              run the verifier between passes (default: on in debug builds)
 //   EMBER_CACHE_DIR=<dir>         the on-disk cache (default ~/.cache/ember)
 #pragma once
@@ -25,6 +26,8 @@ std::string get(const char* name);
 // Comma-separated list membership: EMBER_LOG=graph_breaks,guards -> log_enabled("guards").
 bool log_enabled(const std::string& topic);
 bool pass_disabled(const std::string& pass);
+// The passes EMBER_EXTRA_PASSES names, in order (empty when unset).
+std::vector<std::string> extra_passes();
 bool dump_after(const std::string& pass);
 bool verify_enabled();
 // Writes "[ember:topic] message" to stderr (thread-safe).

@@ -1,5 +1,7 @@
-// Composite ops: softmax, log_softmax, the norms and attention. Later issues decompose them
-// into elementwise ops and reductions; the interpreter runs them directly.
+// Composite ops: softmax, log_softmax, the norms and attention. Each record points to its
+// decomposition into primitive ops (ir/ops/decompose_*.cpp), which the decompose pass applies;
+// the interpreter runs them directly.
+#include "ir/ops/decompositions.h"
 #include "ir/ops/registry.h"
 
 namespace ember::ops {
@@ -142,6 +144,14 @@ void register_composites(Table& table) {
   at(Op::ScaledDotProductAttention).infer = infer_attention;
   at(Op::ScaledDotProductAttention).attrs = {{"causal", AttrType::Bool, Attr(false)},
                                              {"scale", AttrType::Float, Attr(0.0)}};
+  at(Op::Softmax).decompose = decompose_softmax;
+  at(Op::LogSoftmax).decompose = decompose_log_softmax;
+  at(Op::LayerNorm).decompose = decompose_layer_norm;
+  at(Op::RmsNorm).decompose = decompose_rms_norm;
+  at(Op::BatchNorm).decompose = decompose_batch_norm;
+  at(Op::NativeLayerNorm).decompose = decompose_native_layer_norm;
+  at(Op::NativeBatchNorm).decompose = decompose_native_batch_norm;
+  at(Op::ScaledDotProductAttention).decompose = decompose_attention;
 }
 
 }  // namespace ember::ops

@@ -1,5 +1,6 @@
 // matmul, linear, conv2d and the 2-D pools: the ops that later run as library calls or tiled
 // kernels rather than fused loops.
+#include "ir/ops/decompositions.h"
 #include "ir/ops/registry.h"
 
 namespace ember::ops {
@@ -137,6 +138,7 @@ void register_contractions(Table& table) {
   at(Op::MatMul).infer = infer_matmul;
   at(Op::Linear).doc = "x @ weight^T + bias; weight is [out_features, in_features]";
   at(Op::Linear).infer = infer_linear;
+  at(Op::Linear).decompose = decompose_linear;  // matmul + add: the epilogue fuses
   at(Op::Conv2d).doc = "2-D convolution of [N, C, H, W] by [O, C / groups, kH, kW], optional bias [O]";
   at(Op::Conv2d).infer = infer_conv2d;
   at(Op::Conv2d).attrs = {{"stride", AttrType::Ints, Attr(Ints{1, 1})},

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <limits>
 
+#include "ir/ops/decompositions.h"
 #include "ir/ops/registry.h"
 
 namespace ember::ops {
@@ -214,6 +215,9 @@ void register_elementwise(Table& table) {
       EMBER_THROW(Value, "[gelu] approximate must be \"none\" or \"tanh\", got \"", form, "\"");
     return form == "tanh" ? 1 : 0;
   };
+  // Composite elementwise ops: code generators may lower them through these.
+  gelu_info.decompose = decompose_gelu;
+  table[static_cast<size_t>(Op::Silu)].decompose = decompose_silu;
 }
 
 }  // namespace ember::ops

@@ -1,9 +1,56 @@
-// Reductions over any set of axes (empty: all axes), with keepdim.
+// Reductions over any set of axes (empty: all axes), with keepdim. The primitive ones declare
+// their combiner, identity and accumulator ([Note: reduction semantics]); mean, var, std,
+// logsumexp and var_mean decompose into them (ir/ops/decompose_reduce.cpp).
+#include <limits>
+
+#include "ir/ops/decompositions.h"
 #include "ir/ops/registry.h"
 
 namespace ember::ops {
 
 namespace {
+
+// float16/bfloat16 accumulate in float32; other floats in themselves.
+DType float_accumulator(DType t) { return t == DType::Float64 ? t : DType::Float32; }
+// sum, prod: integers and bool in wrapping int64, as PyTorch.
+DType arithmetic_accumulator(DType t) {
+  return is_floating(t) ? float_accumulator(t) : DType::Int64;
+}
+// max, min, argmax, argmin only pick an element: exact in the input dtype.
+DType picking_accumulator(DType t) { return is_floating(t) ? float_accumulator(t) : t; }
+
+Literal one_element(DType t, double v) {
+  Literal lit;
+  lit.dtype = t;
+  if (is_floating(t)) lit.floats = {v};
+  else lit.ints = {static_cast<int64_t>(v)};
+  return lit;
+}
+
+Literal zero(DType t) { return one_element(arithmetic_accumulator(t), 0.0); }
+Literal one(DType t) { return one_element(arithmetic_accumulator(t), 1.0); }
+
+// The smallest (largest) value of a dtype: -inf (inf) for floats.
+Literal extreme(DType t, bool lowest) {
+  DType acc = picking_accumulator(t);
+  if (is_floating(t))
+    return one_element(acc, lowest ? -std::numeric_limits<double>::infinity()
+                                   : std::numeric_limits<double>::infinity());
+  Literal lit;
+  lit.dtype = acc;
+  switch (t) {
+    case DType::Bool: lit.ints = {lowest ? 0 : 1}; break;
+    case DType::Int8: lit.ints = {lowest ? INT8_MIN : INT8_MAX}; break;
+    case DType::Int16: lit.ints = {lowest ? INT16_MIN : INT16_MAX}; break;
+    case DType::Int32: lit.ints = {lowest ? INT32_MIN : INT32_MAX}; break;
+    case DType::UInt8: lit.ints = {lowest ? 0 : UINT8_MAX}; break;
+    default: lit.ints = {lowest ? INT64_MIN : INT64_MAX}; break;
+  }
+  return lit;
+}
+
+Literal lowest(DType t) { return extreme(t, true); }
+Literal highest(DType t) { return extreme(t, false); }
 
 TensorType infer_reduction(const OpInfo& op, std::span<const TensorType> in, const Attrs& attrs) {
   const TensorType& x = in[0];
@@ -87,6 +134,20 @@ void register_reductions(Table& table) {
     if (op == Op::Var || op == Op::Std)
       info.attrs.push_back({"correction", AttrType::Float, Attr(1.0)});
   }
+  auto at = [&](Op op) -> OpInfo& { return table[static_cast<size_t>(op)]; };
+  at(Op::Sum).reduction = ReductionSemantics{Combiner::Add, arithmetic_accumulator, zero};
+  at(Op::Prod).reduction = ReductionSemantics{Combiner::Mul, arithmetic_accumulator, one};
+  at(Op::Max).reduction = ReductionSemantics{Combiner::Max, picking_accumulator, lowest};
+  at(Op::Min).reduction = ReductionSemantics{Combiner::Min, picking_accumulator, highest};
+  at(Op::ArgMax).reduction = ReductionSemantics{Combiner::ArgMax, picking_accumulator, lowest};
+  at(Op::ArgMin).reduction = ReductionSemantics{Combiner::ArgMin, picking_accumulator, highest};
+  at(Op::MaxDim).reduction = at(Op::ArgMax).reduction;
+  at(Op::MinDim).reduction = at(Op::ArgMin).reduction;
+  at(Op::Mean).decompose = decompose_mean;
+  at(Op::Var).decompose = decompose_var;
+  at(Op::Std).decompose = decompose_std;
+  at(Op::LogSumExp).decompose = decompose_logsumexp;
+  at(Op::VarMean).decompose = decompose_var_mean;
   OpInfo& var_mean = table[static_cast<size_t>(Op::VarMean)];
   var_mean.doc = "(variance with `correction`, mean) over `axes`, as torch.var_mean";
   var_mean.infer_multi = infer_var_mean;

@@ -1,5 +1,6 @@
-// Reductions: for every kept index, walk the reduced elements in row-major order. Floats
-// accumulate in double, integers in wrapping int64.
+// Reductions: for every kept index, walk the reduced elements in row-major order. Primitive
+// reductions fold with their record's combiner and identity (ir/reduction.h), floats in double
+// and integers in wrapping int64; the composite ones (mean, var, ...) run directly in double.
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -40,34 +41,37 @@ std::vector<T> gather_row(const Array& x, const Split& s, int64_t base) {
   return row;
 }
 
-double reduce_float(Op op, const std::vector<double>& v, const Attrs& attrs) {
+// The record's semantics ([Note: reduction semantics]): fold the row into the identity with the
+// combiner. T is double for floats (the reference accumulates wider than the declared float32)
+// and int64_t for integers and bool.
+template <class T>
+T identity_as(const ReductionSemantics& r, DType input) {
+  Literal id = r.identity(input);
+  if constexpr (std::is_integral_v<T>) return id.ints.at(0);
+  else return id.as_double(0);
+}
+
+template <class T>
+T fold(const ReductionSemantics& r, DType input, const std::vector<T>& row) {
+  if (is_indexed(r.combiner)) {
+    Indexed<T> acc{identity_as<T>(r, input), kNoIndex};
+    for (size_t j = 0; j < row.size(); ++j)
+      acc = combine_indexed<T>(r.combiner, acc, {row[j], static_cast<int64_t>(j)});
+    return static_cast<T>(acc.index);  // the reduced dims are never empty (inference checks)
+  }
+  T acc = identity_as<T>(r, input);
+  for (T x : row) acc = combine(r.combiner, acc, x);
+  return acc;
+}
+
+// The composite reductions, run directly in double (their decompositions are in ir/ops/).
+double reduce_composite(Op op, const std::vector<double>& v, const Attrs& attrs) {
   size_t n = v.size();
   switch (op) {
-    case Op::Sum: case Op::Mean: {
+    case Op::Mean: {
       double s = 0;
       for (double x : v) s += x;
-      return op == Op::Sum ? s : s / static_cast<double>(n);
-    }
-    case Op::Prod: {
-      double p = 1;
-      for (double x : v) p *= x;
-      return p;
-    }
-    case Op::Max: case Op::Min: {
-      double best = v[0];
-      for (double x : v) {
-        if (std::isnan(x)) return x;
-        if (op == Op::Max ? x > best : x < best) best = x;
-      }
-      return best;
-    }
-    case Op::ArgMax: case Op::ArgMin: {
-      size_t best = 0;
-      for (size_t i = 0; i < n; ++i) {
-        if (std::isnan(v[i])) return static_cast<double>(i);  // NaN counts as the extreme, as in PyTorch
-        if (op == Op::ArgMax ? v[i] > v[best] : v[i] < v[best]) best = i;
-      }
-      return static_cast<double>(best);
+      return s / static_cast<double>(n);
     }
     case Op::Var: case Op::Std: {
       double mean = 0;
@@ -91,35 +95,7 @@ double reduce_float(Op op, const std::vector<double>& v, const Attrs& attrs) {
       for (double x : v) s += std::exp(x - m);
       return m + std::log(s);
     }
-    default: EMBER_CHECK(false, "not a reduction");
-  }
-  return 0;
-}
-
-int64_t reduce_int(Op op, const std::vector<int64_t>& v) {
-  switch (op) {
-    case Op::Sum: {
-      uint64_t s = 0;
-      for (int64_t x : v) s += static_cast<uint64_t>(x);
-      return static_cast<int64_t>(s);
-    }
-    case Op::Prod: {
-      uint64_t p = 1;
-      for (int64_t x : v) p *= static_cast<uint64_t>(x);
-      return static_cast<int64_t>(p);
-    }
-    case Op::Max: case Op::Min: {
-      int64_t best = v[0];
-      for (int64_t x : v) best = op == Op::Max ? std::max(best, x) : std::min(best, x);
-      return best;
-    }
-    case Op::ArgMax: case Op::ArgMin: {
-      size_t best = 0;
-      for (size_t i = 0; i < v.size(); ++i)
-        if (op == Op::ArgMax ? v[i] > v[best] : v[i] < v[best]) best = i;
-      return static_cast<int64_t>(best);
-    }
-    default: EMBER_CHECK(false, "not an integer reduction");
+    default: EMBER_CHECK(false, "'", op_name(op), "' is not a composite reduction");
   }
   return 0;
 }
@@ -128,10 +104,10 @@ Array reduce(const Call& call) {
   const Array& x = call.inputs[0];
   Split s = split_axes(x, call.attrs);
   Array out = output(call);
-  // Float-valued reductions of integers (mean, var, ...) compute in double like floats.
-  bool as_int = !is_floating(x.dtype()) &&
-                (call.op == Op::Sum || call.op == Op::Prod || call.op == Op::Max || call.op == Op::Min ||
-                 call.op == Op::ArgMax || call.op == Op::ArgMin);
+  const std::optional<ReductionSemantics>& semantics = op_info(call.op).reduction;
+  // Primitive reductions of integers and bool fold in int64; everything else in double
+  // (composites of integers, such as mean, give floats).
+  bool as_int = semantics && !is_floating(x.dtype());
   int64_t outer = 1;
   for (int64_t d : s.outer_shape) outer *= d;
   size_t out_size = itemsize(out.dtype());
@@ -139,8 +115,14 @@ Array reduce(const Call& call) {
   for (int64_t i = 0; i < outer; ++i) {
     int64_t base = strided_offset(i, s.outer_shape, s.outer_strides);
     void* p = dst + i * out_size;
-    if (as_int) element::store<int64_t>(p, out.dtype(), reduce_int(call.op, gather_row<int64_t>(x, s, base)));
-    else element::store<double>(p, out.dtype(), reduce_float(call.op, gather_row<double>(x, s, base), call.attrs));
+    if (as_int) {
+      std::vector<int64_t> row = gather_row<int64_t>(x, s, base);
+      element::store<int64_t>(p, out.dtype(), fold(*semantics, x.dtype(), row));
+      continue;
+    }
+    std::vector<double> row = gather_row<double>(x, s, base);
+    element::store<double>(p, out.dtype(), semantics ? fold(*semantics, x.dtype(), row)
+                                                     : reduce_composite(call.op, row, call.attrs));
   }
   return out;
 }
@@ -156,26 +138,25 @@ std::vector<Array> var_mean(const Call& call) {
   for (int64_t i = 0; i < outer; ++i) {
     int64_t base = strided_offset(i, s.outer_shape, s.outer_strides);
     std::vector<double> row = gather_row<double>(x, s, base);
-    element::store<double>(byte_ptr(var, i), var.dtype(), reduce_float(Op::Var, row, call.attrs));
+    element::store<double>(byte_ptr(var, i), var.dtype(),
+                           reduce_composite(Op::Var, row, call.attrs));
     element::store<double>(byte_ptr(mean, i), mean.dtype(),
-                           reduce_float(Op::Mean, row, call.attrs));
+                           reduce_composite(Op::Mean, row, call.attrs));
   }
   return {var, mean};
 }
 
-// The position of the extreme of n elements at p[0], p[stride], ...: the first one on ties, the
-// first NaN if there is one. T is int64_t for integers and bool (exact), double for floats.
+// The position of the extreme of n elements at p[0], p[stride], ..., by the op's indexed
+// combiner: the first one on ties, the first NaN if there is one. T is int64_t for integers and
+// bool (exact), double for floats.
 template <class T>
-int64_t extreme_index(const char* p, int64_t n, int64_t stride, DType dtype, bool largest) {
-  int64_t step = stride * static_cast<int64_t>(itemsize(dtype)), best = 0;
-  T best_value = element::load<T>(p, dtype);
-  for (int64_t j = 0; j < n; ++j) {
-    T v = element::load<T>(p + j * step, dtype);
-    if constexpr (std::is_floating_point_v<T>)
-      if (std::isnan(v)) return j;
-    if (largest ? v > best_value : v < best_value) best = j, best_value = v;
-  }
-  return best;
+int64_t extreme_index(const char* p, int64_t n, int64_t stride, DType dtype,
+                      const ReductionSemantics& r) {
+  int64_t step = stride * static_cast<int64_t>(itemsize(dtype));
+  Indexed<T> acc{identity_as<T>(r, dtype), kNoIndex};
+  for (int64_t j = 0; j < n; ++j)
+    acc = combine_indexed<T>(r.combiner, acc, {element::load<T>(p + j * step, dtype), j});
+  return acc.index;
 }
 
 // (values, indices) of max_dim / min_dim along one axis (a 0-d input is its own extreme).
@@ -192,13 +173,13 @@ std::vector<Array> max_dim(const Call& call) {
   }
   Array values = output(call, 0);
   Array indices = output(call, 1);
-  bool largest = call.op == Op::MaxDim;
+  const ReductionSemantics& semantics = *op_info(call.op).reduction;
   size_t size = itemsize(x.dtype());
   for (int64_t i = 0, outer = values.numel(); i < outer; ++i) {
     const char* p = byte_ptr(x, strided_offset(i, outer_shape, outer_strides));
     int64_t best = is_floating(x.dtype())
-                       ? extreme_index<double>(p, n, stride, x.dtype(), largest)
-                       : extreme_index<int64_t>(p, n, stride, x.dtype(), largest);
+                       ? extreme_index<double>(p, n, stride, x.dtype(), semantics)
+                       : extreme_index<int64_t>(p, n, stride, x.dtype(), semantics);
     std::memcpy(byte_ptr(values, i), p + best * stride * static_cast<int64_t>(size), size);
     indices.data_as<int64_t>()[i] = best;
   }

@@ -1,7 +1,9 @@
 // Small helpers the unit tests share.
 #pragma once
 
+#include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <functional>
 #include <string>
 #include <vector>
@@ -41,5 +43,22 @@ inline bool same_bits(const std::vector<Tensor>& a, const std::vector<Tensor>& b
     if (!same_bits(a[i], b[i])) return false;
   return true;
 }
+
+// Sets an environment variable for the lifetime of a scope, restoring what was there.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    if (const char* old = std::getenv(name)) old_ = old;
+    setenv(name, value, 1);
+  }
+  ~ScopedEnv() {
+    if (old_) setenv(name_, old_->c_str(), 1);
+    else unsetenv(name_);
+  }
+
+ private:
+  const char* name_;
+  std::optional<std::string> old_;
+};
 
 }  // namespace ember::test

@@ -156,9 +156,6 @@ std::vector<Tensor> invoke(const Case& c, const std::vector<Tensor>& args) {
   return {c.call(args)};
 }
 
-namespace {
-
-// Checks one output against its expected dtype and values; returns the failures.
 std::vector<std::string> check_output(const Array& a, DType dtype, const Ref& want,
                                       const Expected& e) {
   std::vector<std::string> failures;
@@ -187,8 +184,6 @@ std::vector<std::string> check_output(const Array& a, DType dtype, const Ref& wa
   return failures;
 }
 
-}  // namespace
-
 // Runs one case; appends a message to `out.failures` for each way it went wrong.
 void run_case(const Case& c, const std::string& header, Outcome& out, int index) {
   ++out.cases;
@@ -214,6 +209,7 @@ void run_case(const Case& c, const std::string& header, Outcome& out, int index)
   } catch (const Error& err) {
     check_inputs();
     check_compiled(c, args, nullptr, err.kind(), index, fail);
+    check_decomposed(c, args, e, err.kind(), index, fail);
     if (e.error && err.kind() == *e.error) return;
     fail(std::string("threw ember::Error(") + kind_name(err.kind()) + "): " + err.what() +
          (e.error ? std::string(" (expected kind ") + kind_name(*e.error) + ")" : ""));
@@ -224,6 +220,7 @@ void run_case(const Case& c, const std::string& header, Outcome& out, int index)
   }
   check_inputs();
   check_compiled(c, args, &ys, std::nullopt, index, fail);
+  check_decomposed(c, args, e, std::nullopt, index, fail);
   if (e.error) {
     fail(std::string("expected ember::Error(") + kind_name(*e.error) + "), got a result");
     return;
@@ -300,6 +297,7 @@ void sweep_op(const Spec& s, DType dt) {
     uint64_t seed = case_seed(name, dt, i);
     Gen g(seed, i);
     Case c = s.build(s.op, dt, g);
+    if (op_info(s.op).has_decomposition()) c.decomposes = s.op;
     std::string variant = c.variant.empty() ? name : c.variant;
     run_case(c, header(variant, dt, i, seed), outcomes[variant], i);
   }

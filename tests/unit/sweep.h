@@ -174,6 +174,8 @@ struct Case {
   std::function<std::vector<Tensor>(const std::vector<Tensor>&)> call_multi;
   std::function<Expected()> expect;
   bool shares_storage = false;  // a view of input 0 (every output of it)
+  // Set by the sweep when the op has a decomposition: the case also runs decomposed.
+  std::optional<Op> decomposes;
 };
 
 // The outputs of a case's call (one for a single-output op).
@@ -190,10 +192,23 @@ struct Outcome {
 // Runs one case; appends a message to `out.failures` for each way it went wrong.
 void run_case(const Case& c, const std::string& header, Outcome& out, int index = 0);
 
+// Checks one output against its expected dtype and values within the tolerances; returns the
+// failures (sweep.cpp).
+std::vector<std::string> check_output(const Array& a, DType dtype, const Ref& want,
+                                      const Expected& e);
+
 // Runs the case through compile() and compares with eager's result or error (sweep_compiled.cpp).
 void check_compiled(const Case& c, const std::vector<Tensor>& args, const std::vector<Tensor>* eager,
                     std::optional<ErrorKind> eager_error, int index,
                     const std::function<void(const std::string&)>& fail);
+
+// For a case whose op has a decomposition: runs it compiled with the op decomposed into
+// primitives (EMBER_EXTRA_PASSES) and checks the outputs against the reference as eager's are
+// checked (not bit for bit: the decomposition may round differently), or raises eager's error
+// (sweep_compiled.cpp).
+void check_decomposed(const Case& c, const std::vector<Tensor>& args, const Expected& e,
+                      std::optional<ErrorKind> eager_error, int index,
+                      const std::function<void(const std::string&)>& fail);
 
 // Reports one (op, dtype) outcome through Catch, honouring the expected-failure table.
 void report(const std::string& op, DType dt, const Outcome& o, int min_cases);

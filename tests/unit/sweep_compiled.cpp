@@ -2,11 +2,13 @@
 // break is an error), static on even cases and dynamic=true on odd ones, called twice (a trace,
 // then a replay). The compiled result must equal eager's bit for bit (the passes are exact and
 // the backend is the interpreter), or raise an error of the same kind; and a compiled graph
-// must really have run.
+// must really have run. A case of an op with a decomposition runs a third time with the op
+// decomposed, checked against the reference within the tolerances.
 #include <cstring>
 
 #include <ember/ember.h>
 
+#include "ir/builder.h"
 #include "tests/unit/helpers.h"
 #include "tests/unit/sweep.h"
 
@@ -28,6 +30,20 @@ std::vector<Tensor> call_spread(F& f, const std::vector<Tensor>& a) {
   throw std::logic_error("the sweep has a case with more than 5 inputs: extend call_spread");
 }
 
+// The composites left in a decomposed graph that its decomposition did not decline, and the
+// declines other than the known one (causal attention over a symbolic length).
+std::string undecomposed(const std::string& ir) {
+  auto g = parse_graph(ir);
+  std::string left;
+  for (Node* n : g->nodes()) {
+    if (!n->info().has_decomposition()) continue;
+    ember::Builder b(*g, n);
+    bool declined = n->info().decompose(b, n->inputs(), n->attrs).empty();
+    bool known = n->op == Op::ScaledDotProductAttention && attr_bool(n->attrs, "causal");
+    if (!declined || !known) left += " " + std::string(n->info().name);
+  }
+  return left;
+}
 
 }  // namespace
 
@@ -85,6 +101,43 @@ void check_compiled(const Case& c, const std::vector<Tensor>& args, const std::v
   if (r.graph_count() != 1 && !(r.graph_count() == 0 && is_input))
     fail(how + " ran " + std::to_string(r.graph_count()) + " graphs, expected 1");
   if (r.graph_break_count() != 0) fail(how + " broke the graph");
+}
+
+void check_decomposed(const Case& c, const std::vector<Tensor>& args, const Expected& e,
+                      std::optional<ErrorKind> eager_error, int index,
+                      const std::function<void(const std::string&)>& fail) {
+  if (!c.decomposes || c.not_compiled) return;
+  bool dynamic = index % 2 == 1;
+  std::string how = std::string("decomposed (") + (dynamic ? "dynamic=true)" : "static)");
+  // The cleanups after it are the default mode's: what a pipeline with decompose would run.
+  test::ScopedEnv extra("EMBER_EXTRA_PASSES", "decompose,constant-fold,simplify,cse,dce");
+  auto body = [&](const auto&... xs) -> std::vector<Tensor> {
+    return invoke(c, std::vector<Tensor>{xs...});
+  };
+  auto f = compile(body, Options{.fullgraph = true, .dynamic = dynamic, .strict = true});
+  std::vector<Tensor> y;
+  try {
+    y = call_spread(f, args);
+  } catch (const Error& err) {
+    if (eager_error && err.kind() == *eager_error) return;
+    fail(how + " threw ember::Error(" + kind_name(err.kind()) + "): " + err.what());
+    return;
+  }
+  if (eager_error) return fail(how + " returned a result where eager threw");
+  if (e.error) return;  // eager's result was already reported as wrong
+  if (y.size() != 1 + e.more.size())
+    return fail(how + " returned " + std::to_string(y.size()) + " outputs");
+  for (size_t k = 0; k < y.size(); ++k) {
+    const ExpectedOutput want = k == 0 ? ExpectedOutput{e.dtype, e.out} : e.more[k - 1];
+    for (const std::string& failure : check_output(y[k].array(), want.dtype, want.out, e))
+      fail(how + " output " + std::to_string(k) + ": " + failure);
+  }
+  Report r = f.report();
+  if (r.graph_count() != 1) return fail(how + " ran " + std::to_string(r.graph_count()) + " graphs");
+  std::string left = undecomposed(r.graphs[0].ir);
+  if (!left.empty()) fail(how + " left composites:" + left + "\n" + r.graphs[0].ir);
+  if (!dynamic && r.graphs[0].ops.count(op_text(*c.decomposes)))
+    fail(how + " kept '" + op_text(*c.decomposes) + "' with static shapes");
 }
 
 }  // namespace ember::sweep

@@ -361,12 +361,13 @@ TEST_CASE("8 threads calling one compiled function with mixed shapes match eager
 }
 
 TEST_CASE("EMBER_DISABLE_PASSES skips passes; unknown pass names are errors", "[passes]") {
-  setenv("EMBER_DISABLE_PASSES", "constant-fold,simplify", 1);
-  auto f = compile([](const Tensor& x) { return x * 1 + zeros({3}, DType::Int32); });
   Tensor x = arange(3).to(DType::Int32);
-  require_close(f(x), x);
-  CHECK(f.report().graphs[0].ops.count("mul") == 1);  // x * 1 was not simplified
-  unsetenv("EMBER_DISABLE_PASSES");
+  {
+    test::ScopedEnv disable("EMBER_DISABLE_PASSES", "constant-fold,simplify");
+    auto f = compile([](const Tensor& x) { return x * 1 + zeros({3}, DType::Int32); });
+    require_close(f(x), x);
+    CHECK(f.report().graphs[0].ops.count("mul") == 1);  // x * 1 was not simplified
+  }
   auto g = compile([](const Tensor& x) { return x * 1; });
   g(x);
   CHECK(g.report().graphs[0].ops.count("mul") == 0);
@@ -375,12 +376,12 @@ TEST_CASE("EMBER_DISABLE_PASSES skips passes; unknown pass names are errors", "[
 TEST_CASE("EMBER_DUMP_AFTER writes the IR after a pass, or (unchanged)", "[passes]") {
   std::string dir = "/tmp/ember-dump-test-" + std::to_string(getpid());
   std::system(("mkdir -p " + dir).c_str());
-  setenv("EMBER_DUMP_DIR", dir.c_str(), 1);
-  setenv("EMBER_DUMP_AFTER", "simplify,cse", 1);
-  auto f = compile([](const Tensor& x) { return x * 1; });
-  f(arange(3));
-  unsetenv("EMBER_DUMP_AFTER");
-  unsetenv("EMBER_DUMP_DIR");
+  {
+    test::ScopedEnv to_dir("EMBER_DUMP_DIR", dir.c_str());
+    test::ScopedEnv after("EMBER_DUMP_AFTER", "simplify,cse");
+    auto f = compile([](const Tensor& x) { return x * 1; });
+    f(arange(3));
+  }
   auto read = [&](const std::string& name) {
     std::ifstream in(dir + "/" + name);
     std::stringstream s;

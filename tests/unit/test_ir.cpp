@@ -257,6 +257,55 @@ TEST_CASE("docs/ir.md lists every op with its registry doc line", "[ir][docs]") 
   }
 }
 
+// The names at the start of `text`, as "`a`, `b`, `c`" (whatever follows the list is prose).
+std::vector<std::string> leading_names(const std::string& text) {
+  std::vector<std::string> names;
+  size_t at = 0;
+  while (at < text.size() && text[at] == '`') {
+    size_t close = text.find('`', at + 1);
+    names.push_back(text.substr(at + 1, close - at - 1));
+    at = close + 1;
+    if (text.compare(at, 2, ", ") != 0) break;
+    at += 2;
+  }
+  return names;
+}
+
+// The bullets under the paragraph of docs/ir.md's "The primitive set" section that starts with
+// `heading`, each joined into one line.
+std::vector<std::string> bullets_under(const std::string& doc, const std::string& heading) {
+  size_t section = doc.find("## The primitive set");
+  REQUIRE(section != std::string::npos);
+  size_t at = doc.find("\n" + heading, section);
+  REQUIRE(at != std::string::npos);
+  at = doc.find("\n\n", at) + 2;
+  std::istringstream lines(doc.substr(at, doc.find("\n\n", at) - at));
+  std::vector<std::string> bullets;
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind("- ", 0) == 0) bullets.push_back(line.substr(2));
+    else if (!bullets.empty()) bullets.back() += " " + line.substr(line.find_first_not_of(' '));
+  }
+  return bullets;
+}
+
+TEST_CASE("docs/ir.md's primitive set is the registry's: ops without a decomposition", "[ir][docs]") {
+  std::string doc = read_file("docs/ir.md");
+  std::multiset<std::string> primitives, composites;
+  for (const std::string& bullet : bullets_under(doc, "Primitives, by kind"))  // "Kind: `a`, ..."
+    for (const std::string& name : leading_names(bullet.substr(bullet.find(": ") + 2)))
+      primitives.insert(name);
+  for (const std::string& bullet : bullets_under(doc, "Composites, each"))  // "`a`, `b`: how"
+    for (const std::string& name : leading_names(bullet)) composites.insert(name);
+  for (int i = 0; i < kNumOps; ++i) {
+    const OpInfo& info = op_info(static_cast<Op>(i));
+    std::string name(info.name);
+    INFO("op " << name);
+    CHECK(primitives.count(name) == (info.has_decomposition() ? 0u : 1u));
+    CHECK(composites.count(name) == (info.has_decomposition() ? 1u : 0u));
+  }
+  CHECK(primitives.size() + composites.size() == static_cast<size_t>(kNumOps));
+}
+
 TEST_CASE("float attributes print as the shortest %g that reads back", "[ir][attrs]") {
   auto text = [](double v) { return attr_str(Attr(v)); };
   CHECK(text(0.1) == "0.1");

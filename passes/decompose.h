@@ -1,0 +1,9 @@
+// decompose: replaces every node of an op with a decomposition (softmax, the norms, attention,
+// mean/var/std/logsumexp, gelu, silu, linear, ...; see docs/ir.md) by the primitive nodes its
+// registry record builds ([Note: decompositions] in ir/op.h), inserted where the node stands.
+// A node whose decomposition declines a case stays. Afterwards only primitives remain, which is
+// what code generators lower. Not in any mode yet: the interpreter runs composites directly and
+// faster (EMBER_EXTRA_PASSES=decompose runs it after a mode's passes). Leaves the replaced nodes
+// dead: run dce after it.
+#pragma once
+#include "passes/pass.h"
