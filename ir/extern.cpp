@@ -42,13 +42,14 @@ bool known_all(const Value& v, F&& ok) {
 }  // namespace
 
 bool must_run(const Node* n) {
-  bool integer = !is_floating(n->types[0].dtype) && !is_bool(n->types[0].dtype);
+  DType t = n->types[0].dtype;
   switch (n->op) {
     case Op::FloorDivide:
-    case Op::Remainder:  // by zero, unless the divisor is a known non-zero
-      return integer && !known_all(n->inputs()[1], [](double d) { return d != 0; });
-    case Op::Pow:  // to a negative power, unless the exponent is a known non-negative
-      return integer && !known_all(n->inputs()[1], [](double d) { return d >= 0; });
+    case Op::Remainder:  // by zero (false, for bool), unless the divisor is a known non-zero
+      return !is_floating(t) && !known_all(n->inputs()[1], [](double d) { return d != 0; });
+    case Op::Pow:  // to a negative power (never for bool), unless a known non-negative exponent
+      return !is_floating(t) && !is_bool(t) &&
+             !known_all(n->inputs()[1], [](double d) { return d >= 0; });
     case Op::IndexSelect:
     case Op::Gather:
     case Op::Embedding:
