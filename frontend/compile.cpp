@@ -20,6 +20,7 @@
 #include "ir/error.h"
 #include "modes/mode.h"
 #include "passes/pipeline.h"
+#include "codegen/plan.h"
 #include "runtime/config.h"
 
 namespace ember {
@@ -138,6 +139,8 @@ std::shared_ptr<const Executable> CompiledState::compile(const Graph& g, GraphIn
       info.ir = it->second.info.ir;
       info.steps = it->second.info.steps;
       info.buffers = it->second.info.buffers;
+      info.kernels = it->second.info.kernels;
+      info.interpreter_ops = it->second.info.interpreter_ops;
       info.cache_hit = true;
       return it->second.exec;
     }
@@ -152,11 +155,16 @@ std::shared_ptr<const Executable> CompiledState::compile(const Graph& g, GraphIn
     config::warn(std::string("compiling a graph failed; it runs unoptimised (eager) instead: ") + e.what());
     optimised = g.clone();
   }
-  auto exec = std::make_shared<const Executable>(std::move(optimised));
+  codegen::CodegenStats stats;
+  std::shared_ptr<const Executable> exec = codegen::build_cpu_executable(std::move(optimised), stats, options.strict);
   info.compile_ms = ms_since(start);
   fill_info(exec->graph(), info);
   info.steps = exec->steps();
   info.buffers = exec->buffers();
+  info.kernels = exec->kernel_steps();
+  info.kernels_compiled = stats.compiled;
+  info.kernel_compile_ms = stats.compile_ms;
+  info.interpreter_ops = exec->interpreter_ops();
   if (config::log_enabled("compile"))
     config::log("compile", "graph " + std::to_string(hash) + ": " + std::to_string(info.op_count) + " ops in " +
                                std::to_string(info.compile_ms) + " ms");

@@ -1,6 +1,7 @@
 #include "frontend/report.h"
 
 #include <cstdio>
+#include <map>
 #include <sstream>
 
 namespace ember {
@@ -52,6 +53,14 @@ std::string Report::text() const {
     std::snprintf(ms, sizeof ms, "%.2f", g.compile_ms);
     out << "), " << g.steps << " steps, " << g.buffers << " buffers, " << g.allocations
         << " allocations per call, compile " << ms << " ms" << (g.cache_hit ? " (cached)" : "") << "\n";
+    out << "    " << g.kernels << " generated kernels (" << g.kernels_compiled << " compiled now)";
+    std::map<std::string, int> interpreted;
+    for (const std::string& op : g.interpreter_ops) ++interpreted[op];
+    if (!interpreted.empty()) {
+      out << "; on the interpreter:";
+      for (const auto& [name, n] : interpreted) out << " " << name << " x" << n;
+    }
+    out << "\n";
   }
   for (size_t i = 0; i < breaks.size(); ++i) {
     const GraphBreak& b = breaks[i];
@@ -86,10 +95,14 @@ std::string Report::json() const {
       passes += (passes.size() > 1 ? ", " : "") + quote(pass) + ": " + v;
     }
     passes += "}";
+    std::string interpreter = "[";
+    for (const std::string& op : g.interpreter_ops) interpreter += (interpreter.size() > 1 ? ", " : "") + quote(op);
+    interpreter += "]";
     return "{\"id\": " + std::to_string(g.id) + ", \"hash\": \"" + std::to_string(g.hash) +
            "\", \"op_count\": " + std::to_string(g.op_count) + ", \"ops\": " + ops + "}, \"compile_ms\": " + ms + ", \"pass_ms\": " + passes +
            ", \"steps\": " + std::to_string(g.steps) + ", \"buffers\": " + std::to_string(g.buffers) +
-           ", \"allocations\": " + std::to_string(g.allocations) +
+           ", \"allocations\": " + std::to_string(g.allocations) + ", \"kernels\": " + std::to_string(g.kernels) +
+           ", \"kernels_compiled\": " + std::to_string(g.kernels_compiled) + ", \"interpreter_ops\": " + interpreter +
            ", \"cache_hit\": " + (g.cache_hit ? "true" : "false") + ", \"ir\": " + quote(g.ir) + "}";
   };
   auto brk = [](const GraphBreak& b) {

@@ -174,6 +174,10 @@ class Graph {
 std::string print(const Graph& g);
 // Parses the text form. Throws ember::Error with the line number on malformed text.
 std::unique_ptr<Graph> parse_graph(const std::string& text);
+// A node's attributes as the text form writes them: " {a=1, b=[2, 3]}", or "" for none.
+std::string attrs_str(const Attrs& attrs);
+// Parses what attrs_str wrote for an op (its attribute types tell how to read each value).
+Attrs parse_attrs(std::string_view text, Op op);
 // Checks the rules above; throws an internal error that names the node and prints the graph.
 void verify(const Graph& g);
 // A hash of the printed graph, the same in every run and process.

@@ -165,6 +165,25 @@ class Cursor {
 // The parse of one graph, line by line.
 class GraphParser {
  public:
+  Attrs attributes(Cursor& c, const OpInfo& info) {
+    Attrs attrs;
+    if (!c.accept("{")) return attrs;
+    c.list('}', [&] {
+      std::string key = c.word();
+      c.expect("=");
+      auto spec = std::find_if(info.attrs.begin(), info.attrs.end(),
+                               [&](const AttrSpec& s) { return s.name == key; });
+      if (spec == info.attrs.end() && info.open_attributes) {
+        attrs[key] = c.attr(c.guess_attr_type());
+        return;
+      }
+      if (spec == info.attrs.end())
+        c.fail("op '" + std::string(info.name) + "' has no attribute '" + key + "'");
+      attrs[key] = c.attr(spec->type);
+    });
+    return attrs;
+  }
+
   std::unique_ptr<Graph> parse(const std::string& text) {
     std::istringstream lines(text);
     std::string line;
@@ -255,25 +274,6 @@ class GraphParser {
     define(c, id, node);
   }
 
-  Attrs attributes(Cursor& c, const OpInfo& info) {
-    Attrs attrs;
-    if (!c.accept("{")) return attrs;
-    c.list('}', [&] {
-      std::string key = c.word();
-      c.expect("=");
-      auto spec = std::find_if(info.attrs.begin(), info.attrs.end(),
-                               [&](const AttrSpec& s) { return s.name == key; });
-      if (spec == info.attrs.end() && info.open_attributes) {
-        attrs[key] = c.attr(c.guess_attr_type());
-        return;
-      }
-      if (spec == info.attrs.end())
-        c.fail("op '" + std::string(info.name) + "' has no attribute '" + key + "'");
-      attrs[key] = c.attr(spec->type);
-    });
-    return attrs;
-  }
-
   Node* constant(Cursor& c, const Attrs& attrs, const std::vector<TensorType>& declared) {
     auto it = attrs.find("value");
     if (it == attrs.end() || attr_type(it->second) != AttrType::Literal)
@@ -334,5 +334,12 @@ class GraphParser {
 }  // namespace
 
 std::unique_ptr<Graph> parse_graph(const std::string& text) { return GraphParser().parse(text); }
+
+Attrs parse_attrs(std::string_view text, Op op) {
+  Cursor c(text, 1);
+  Attrs attrs = GraphParser().attributes(c, op_info(op));
+  if (!c.done()) c.fail("unexpected text after the attributes");
+  return attrs;
+}
 
 }  // namespace ember

@@ -6,6 +6,17 @@
 
 namespace ember {
 
+std::string attrs_str(const Attrs& attrs) {
+  if (attrs.empty()) return "";
+  std::string out = " {";
+  bool first = true;
+  for (const auto& [key, value] : attrs) {
+    out += (first ? "" : ", ") + key + "=" + attr_str(value);
+    first = false;
+  }
+  return out + "}";
+}
+
 std::string print(const Graph& g) {
   std::vector<int> names(g.id_bound(), -1);
   auto name = [&](const Node* n) { return "%" + std::to_string(names[n->id()]); };
@@ -33,15 +44,7 @@ std::string print(const Graph& g) {
     out += " = " + std::string(n->info().name) + "(";
     for (size_t i = 0; i < n->inputs().size(); ++i) out += (i ? ", " : "") + ref(n->inputs()[i]);
     out += ")";
-    if (!n->attrs.empty()) {
-      out += " {";
-      bool first = true;
-      for (const auto& [key, value] : n->attrs) {
-        out += (first ? "" : ", ") + key + "=" + attr_str(value);
-        first = false;
-      }
-      out += "}";
-    }
+    out += attrs_str(n->attrs);
     out += " : " + types_str(n->types) + "\n";
   }
   out += "  return";

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <queue>
 
 #include "ir/error.h"
 #include "runtime/interpreter.h"
@@ -18,14 +19,19 @@ constexpr int kToEnd = std::numeric_limits<int>::max();
 
 }  // namespace
 
-Executable::Executable(std::unique_ptr<Graph> graph) : graph_(std::move(graph)) {
-  plan_slots();
+Executable::Executable(std::unique_ptr<Graph> graph, std::vector<FusedStep> fused)
+    : graph_(std::move(graph)) {
+  plan_slots(fused);
+  order_steps();
   plan_buffers();
 }
 
-// A slot per value (first_slot[node id] + output index); constants are made here, once.
-void Executable::plan_slots() {
-  std::vector<int> first_slot(graph_->id_bound(), -1);
+// A slot per value (first_slot[node id] + output index); constants are made here, once. A step
+// per node outside the groups, and one per group.
+void Executable::plan_slots(const std::vector<FusedStep>& fused) {
+  std::vector<int> first_slot(graph_->id_bound(), -1), group_of(graph_->id_bound(), -1);
+  for (size_t g = 0; g < fused.size(); ++g)
+    for (const Node* n : fused[g].nodes) group_of[n->id()] = static_cast<int>(g);
   auto slot = [&](const Value& v) { return first_slot[v.node->id()] + v.index; };
   for (Node* in : graph_->inputs()) {
     first_slot[in->id()] = static_cast<int>(slots_.size());
@@ -39,15 +45,56 @@ void Executable::plan_slots() {
       constants_.push_back(run_op(n->op, n->attrs, {}, n->types[0]));
       continue;
     }
-    Step step{n, {}, {}, {}};
-    for (const Value& in : n->inputs()) step.inputs.push_back(slot(in));
-    for (int k = 0; k < n->num_outputs(); ++k) {
-      step.outputs.push_back(static_cast<int>(slots_.size()));
-      slots_.push_back({may_alias_input(n) ? Home::View : Home::Buffer, -1, n->out(k)});
+    bool view = group_of[n->id()] < 0 && may_alias_input(n);
+    for (int k = 0; k < n->num_outputs(); ++k)
+      slots_.push_back({view ? Home::View : Home::Buffer, -1, n->out(k)});
+  }
+  for (Node* n : graph_->nodes()) {
+    if (n->op == Op::Input || n->op == Op::Constant) continue;
+    int g = group_of[n->id()];
+    if (g >= 0 && fused[g].nodes.front() != n) continue;  // a group is one step, at its first node
+    Step step{n, g >= 0 ? fused[g].kernel : nullptr, {}, {}, {}};
+    if (g >= 0) {
+      for (const Value& in : fused[g].inputs) step.inputs.push_back(slot(in));
+      for (const Value& out : fused[g].outputs) step.outputs.push_back(slot(out));
+    } else {
+      for (const Value& in : n->inputs()) step.inputs.push_back(slot(in));
+      for (int k = 0; k < n->num_outputs(); ++k) step.outputs.push_back(slot(n->out(k)));
     }
     steps_.push_back(std::move(step));
   }
   for (const Value& out : graph_->outputs()) outputs_.push_back(slot(out));
+}
+
+// Steps in an order that respects their dependencies, as close to the graph's as possible (a
+// group's step may have to wait for a value defined between its nodes). Kahn's algorithm with
+// the earliest step first.
+void Executable::order_steps() {
+  std::vector<int> defined_by(slots_.size(), -1);
+  for (size_t i = 0; i < steps_.size(); ++i)
+    for (int s : steps_[i].outputs) defined_by[s] = static_cast<int>(i);
+  std::vector<int> waiting(steps_.size(), 0);
+  std::vector<std::vector<int>> dependents(steps_.size());
+  for (size_t i = 0; i < steps_.size(); ++i)
+    for (int s : steps_[i].inputs)
+      if (defined_by[s] >= 0) {
+        dependents[defined_by[s]].push_back(static_cast<int>(i));
+        ++waiting[i];
+      }
+  std::priority_queue<int, std::vector<int>, std::greater<int>> ready;
+  for (size_t i = 0; i < steps_.size(); ++i)
+    if (waiting[i] == 0) ready.push(static_cast<int>(i));
+  std::vector<Step> ordered;
+  ordered.reserve(steps_.size());
+  while (!ready.empty()) {
+    int i = ready.top();
+    ready.pop();
+    for (int d : dependents[i])
+      if (--waiting[d] == 0) ready.push(d);
+    ordered.push_back(std::move(steps_[i]));
+  }
+  EMBER_CHECK(ordered.size() == steps_.size(), "the plan's steps have a cycle: a fused group is not convex");
+  steps_ = std::move(ordered);
 }
 
 // Buffers by liveness: a linear scan over the steps with a free list.
@@ -133,6 +180,12 @@ std::vector<Array> Executable::run(std::span<const Array> inputs, const SymbolVa
       destinations.emplace_back(slots_[s].value.type().dtype, shape, Array::contiguous_strides(shape), 0,
                                 buffers[slots_[s].index]);
     }
+    if (step.kernel) {
+      step.kernel->run(args, destinations);
+      for (size_t k = 0; k < destinations.size(); ++k) values[step.outputs[k]] = destinations[k];
+      for (int s : step.release) values[s] = Array();
+      continue;
+    }
     const Node* n = step.node;
     std::vector<Array> results = run_op(n->op, n->attrs, args, n->types, symbols, destinations);
     for (size_t k = 0; k < results.size(); ++k) {
@@ -166,13 +219,25 @@ std::string Executable::describe() const {
   std::string out;
   for (size_t i = 0; i < steps_.size(); ++i) {
     const Step& step = steps_[i];
-    out += "step " + std::to_string(i) + ": " + std::string(step.node->info().name) + "(";
+    std::string name = step.kernel ? step.kernel->name() : std::string(step.node->info().name);
+    out += "step " + std::to_string(i) + ": " + name + "(";
     for (size_t k = 0; k < step.inputs.size(); ++k) out += (k ? ", " : "") + where(step.inputs[k]);
     out += ") -> ";
     for (size_t k = 0; k < step.outputs.size(); ++k) out += (k ? ", " : "") + where(step.outputs[k]);
     out += "\n";
   }
   return out;
+}
+
+int Executable::kernel_steps() const {
+  return static_cast<int>(std::count_if(steps_.begin(), steps_.end(), [](const Step& s) { return s.kernel != nullptr; }));
+}
+
+std::vector<std::string> Executable::interpreter_ops() const {
+  std::vector<std::string> ops;
+  for (const Step& s : steps_)
+    if (!s.kernel && !s.node->info().is_view()) ops.emplace_back(s.node->info().name);
+  return ops;
 }
 
 }  // namespace ember

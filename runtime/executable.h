@@ -23,9 +23,29 @@
 
 namespace ember {
 
+// Generated code for a group of nodes (codegen/): it reads the group's input arrays (any
+// strides) and writes the group's outputs into the destinations it is given (contiguous, of the
+// outputs' types with this call's sizes).
+class KernelStep {
+ public:
+  virtual ~KernelStep() = default;
+  virtual void run(std::span<const Array> inputs, std::span<const Array> outputs) const = 0;
+  virtual std::string name() const = 0;  // for the plan's text
+};
+
+// A group of nodes that one KernelStep computes. The group must be convex (no path leaves it
+// and comes back): the plan then orders it as one step.
+struct FusedStep {
+  std::vector<const Node*> nodes;  // in graph order
+  std::vector<Value> inputs;       // values from outside the group, in the kernel's order
+  std::vector<Value> outputs;      // values read outside the group or returned, likewise
+  std::shared_ptr<const KernelStep> kernel;
+};
+
 class Executable {
  public:
-  explicit Executable(std::unique_ptr<Graph> graph);
+  // Every node runs on its interpreter kernel, except the groups in `fused`.
+  explicit Executable(std::unique_ptr<Graph> graph, std::vector<FusedStep> fused = {});
   const Graph& graph() const { return *graph_; }
   // Thread-safe: all per-call state lives in the call. `allocations`, when given, receives the
   // storages this call allocated: one per buffer, plus kernel temporaries.
@@ -33,6 +53,9 @@ class Executable {
                          int64_t* allocations = nullptr) const;
 
   int steps() const { return static_cast<int>(steps_.size()); }
+  // Steps that run generated code, and the ops of those that run on the interpreter.
+  int kernel_steps() const;
+  std::vector<std::string> interpreter_ops() const;
   int buffers() const { return static_cast<int>(buffer_slots_.size()); }
   // The plan as text: one line per step with the buffers it reads and writes.
   std::string describe() const;
@@ -45,12 +68,14 @@ class Executable {
     Value value;
   };
   struct Step {
-    const Node* node;
+    const Node* node;  // an interpreter step's node; a kernel step's first node
+    std::shared_ptr<const KernelStep> kernel;  // null: the interpreter runs `node`
     std::vector<int> inputs;   // slots read
     std::vector<int> outputs;  // slots written, one per output
     std::vector<int> release;  // slots whose last use this is
   };
-  void plan_slots();
+  void plan_slots(const std::vector<FusedStep>& fused);
+  void order_steps();
   void plan_buffers();
 
   std::unique_ptr<Graph> graph_;

@@ -33,7 +33,10 @@
 // category); the test ends with a summary of the failure categories and their seeds.
 //
 // Environment:
-//   EMBER_FUZZ_PROGRAMS=n     how many programs (default 3000, seeds kBaseSeed + 0 .. n-1)
+//   EMBER_FUZZ_PROGRAMS=n     how many programs (default 3000 on the interpreter, 400 on generated
+//                             code; seeds kBaseSeed + 0 .. n-1)
+//   EMBER_FUZZ_TOLERANCE=1    floats may differ within rtol 1e-4, atol 1e-5 (set by the test on
+//                             generated code)
 //   EMBER_FUZZ_SEED=s         run the program with seed s only (seeds are printed on failure)
 //   EMBER_FUZZ_DYNAMIC=unset|true|false   run one dynamic setting only
 //   EMBER_FUZZ_SHOW=n         print the full report of the first n failures (default 3); the
@@ -77,6 +80,7 @@ namespace ember::capture_fuzz {
 
 constexpr uint64_t kBaseSeed = 0x5EED0000;
 constexpr int kDefaultPrograms = 3000;
+constexpr int kDefaultCodegenPrograms = 400;  // each compiles kernels: fewer
 
 inline int64_t env_int(const char* name, int64_t fallback) {
   const char* v = std::getenv(name);

@@ -208,7 +208,7 @@ void run_case(const Case& c, const std::string& header, Outcome& out, int index)
     ys = invoke(c, args);
   } catch (const Error& err) {
     check_inputs();
-    check_compiled(c, args, nullptr, err.kind(), index, fail);
+    check_compiled(c, args, nullptr, &e, err.kind(), index, fail);
     check_decomposed(c, args, e, err.kind(), index, fail);
     if (e.error && err.kind() == *e.error) return;
     fail(std::string("threw ember::Error(") + kind_name(err.kind()) + "): " + err.what() +
@@ -219,7 +219,7 @@ void run_case(const Case& c, const std::string& header, Outcome& out, int index)
     return;
   }
   check_inputs();
-  check_compiled(c, args, &ys, std::nullopt, index, fail);
+  check_compiled(c, args, &ys, &e, std::nullopt, index, fail);
   check_decomposed(c, args, e, std::nullopt, index, fail);
   if (e.error) {
     fail(std::string("expected ember::Error(") + kind_name(*e.error) + "), got a result");

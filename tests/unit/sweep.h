@@ -197,9 +197,10 @@ void run_case(const Case& c, const std::string& header, Outcome& out, int index 
 std::vector<std::string> check_output(const Array& a, DType dtype, const Ref& want,
                                       const Expected& e);
 
-// Runs the case through compile() and compares with eager's result or error (sweep_compiled.cpp).
+// Runs the case through compile() and compares with eager's result or error: bit for bit on the
+// interpreter, within the tolerances on generated code (sweep_compiled.cpp).
 void check_compiled(const Case& c, const std::vector<Tensor>& args, const std::vector<Tensor>* eager,
-                    std::optional<ErrorKind> eager_error, int index,
+                    const Expected* e, std::optional<ErrorKind> eager_error, int index,
                     const std::function<void(const std::string&)>& fail);
 
 // For a case whose op has a decomposition: runs it compiled with the op decomposed into

@@ -8,6 +8,7 @@
 
 #include <ember/ember.h>
 
+#include "codegen/plan.h"
 #include "ir/builder.h"
 #include "tests/unit/helpers.h"
 #include "tests/unit/sweep.h"
@@ -45,13 +46,25 @@ std::string undecomposed(const std::string& ir) {
   return left;
 }
 
+// Whether the optimised graph holds a node the CPU backend computes in a kernel.
+bool expects_kernel(const std::string& ir) {
+  auto g = parse_graph(ir);
+  for (Node* n : g->nodes())
+    if (codegen::cpu_can_compute(n)) return true;
+  return false;
+}
+
 }  // namespace
 
 void check_compiled(const Case& c, const std::vector<Tensor>& args, const std::vector<Tensor>* eager,
-                    std::optional<ErrorKind> eager_error, int index, const std::function<void(const std::string&)>& fail) {
+                    const Expected* e, std::optional<ErrorKind> eager_error, int index,
+                    const std::function<void(const std::string&)>& fail) {
   if (c.not_compiled) return;
-  bool dynamic = index % 2 == 1;
-  std::string how = dynamic ? "compiled (dynamic=true)" : "compiled (static)";
+  // Cases alternate static / dynamic, and the interpreter / generated code (two bits of index).
+  bool dynamic = index % 2 == 1, generated = (index / 2) % 2 == 0;
+  std::string how = std::string(dynamic ? "compiled (dynamic=true" : "compiled (static") +
+                    (generated ? ", generated code)" : ", interpreter)");
+  test::ScopedEnv backend("EMBER_CODEGEN", generated ? "1" : "0");
   std::vector<Tensor> traced_eager;
   if (c.traced && !eager_error) {
     traced_eager = {c.traced(args)};
@@ -85,6 +98,15 @@ void check_compiled(const Case& c, const std::vector<Tensor>& args, const std::v
       fail(when + " returned " + std::to_string(y.size()) + " outputs, eager " + std::to_string(eager->size()));
       return;
     }
+    if (generated && !c.traced && e && !e->error) {
+      // Generated code rounds differently (polynomial exp, log, ...): as eager is checked.
+      for (size_t k = 0; k < y.size(); ++k) {
+        const ExpectedOutput want = k == 0 ? ExpectedOutput{e->dtype, e->out} : e->more[k - 1];
+        for (const std::string& failure : check_output(y[k].array(), want.dtype, want.out, *e))
+          fail(when + " output " + std::to_string(k) + ": " + failure + "\n" + f.report().graphs.back().ir);
+      }
+      continue;
+    }
     for (size_t k = 0; k < y.size(); ++k)
       if (!test::same_bits(y[k].array(), (*eager)[k].array())) {
         fail(when + " output " + std::to_string(k) + " differs from eager: " + y[k].array().str(8) + " vs " +
@@ -101,6 +123,10 @@ void check_compiled(const Case& c, const std::vector<Tensor>& args, const std::v
   if (r.graph_count() != 1 && !(r.graph_count() == 0 && is_input))
     fail(how + " ran " + std::to_string(r.graph_count()) + " graphs, expected 1");
   if (r.graph_break_count() != 0) fail(how + " broke the graph");
+  // An op the CPU backend lowers must really have run as generated code.
+  if (generated && r.graph_count() == 1 && expects_kernel(r.graphs[0].ir) && r.graphs[0].kernels == 0)
+    fail(how + " ran no generated kernel for an op the backend lowers:\n" + r.graphs[0].ir);
+  if (!generated && r.graph_count() == 1 && r.graphs[0].kernels != 0) fail(how + " ran generated code with EMBER_CODEGEN=0");
 }
 
 void check_decomposed(const Case& c, const std::vector<Tensor>& args, const Expected& e,

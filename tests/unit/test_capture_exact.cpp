@@ -296,8 +296,10 @@ TEST_CASE("the segment cache is bounded and counts evictions", "[compile][breaks
 }
 
 TEST_CASE("plans: buffers reused by liveness, allocations per call counted", "[compile][plan]") {
+  // On the interpreter (generated code fuses the chain into one kernel: test_codegen.cpp).
   // A chain of 10 elementwise ops: two buffers in turn (each step's input dies as it is read),
   // constants made once, so a call allocates exactly two storages.
+  test::ScopedEnv interpreter("EMBER_CODEGEN", "0");
   auto chain = [](const Tensor& x) {
     Tensor y = x;
     for (int i = 0; i < 10; ++i) y = i % 2 ? tanh(y) : y * 1.5 + 0.25;

@@ -14,6 +14,7 @@
 
 #include "tests/catch.h"
 #include "tests/unit/fuzz_capture.h"
+#include "tests/unit/helpers.h"
 
 using namespace ember;
 using namespace ember::capture_fuzz;
@@ -35,9 +36,9 @@ struct Settings {
   bool minimise = true, verbose = false, triage = false;
 };
 
-Settings read_settings() {
+Settings read_settings(int64_t default_programs) {
   Settings s;
-  const int64_t programs = env_int("EMBER_FUZZ_PROGRAMS", kDefaultPrograms);
+  const int64_t programs = env_int("EMBER_FUZZ_PROGRAMS", default_programs);
   const int64_t only_seed = env_int("EMBER_FUZZ_SEED", -1);
   s.show = env_int("EMBER_FUZZ_SHOW", 3);
   s.minimise = env_str("EMBER_FUZZ_MINIMIZE") != "0";
@@ -237,8 +238,10 @@ void print_summary(const Tally& t, const Settings& s) {
 
 }  // namespace
 
-TEST_CASE("fuzz: compiled programs equal eager bit for bit on every call", "[fuzz][capture]") {
-  const Settings settings = read_settings();
+namespace {
+
+// Runs the programs and checks the tally.
+void fuzz(const Settings& settings) {
   CrashReporter crash_reporter;  // when not forking: at least name the seed
   Tally tally;
   for (const Result& r : run_all(settings)) tally_result(r, settings, tally);
@@ -248,4 +251,19 @@ TEST_CASE("fuzz: compiled programs equal eager bit for bit on every call", "[fuz
   CHECK(failures == 0);
   // The generator keeps most programs valid: errors are checked, but they are not the point.
   CHECK(eager_errors < calls / 2);
+}
+
+}  // namespace
+
+// Capture, guards, replay and passes are exact: on the interpreter, bit for bit.
+TEST_CASE("fuzz: compiled programs equal eager bit for bit on every call", "[fuzz][capture]") {
+  test::ScopedEnv interpreter("EMBER_CODEGEN", "0");
+  fuzz(read_settings(kDefaultPrograms));
+}
+
+// Generated kernels round differently (polynomial exp, log, ...): floats within tolerances.
+TEST_CASE("fuzz: compiled programs on generated code equal eager within tolerances", "[fuzz][capture][codegen]") {
+  test::ScopedEnv codegen("EMBER_CODEGEN", "1");
+  test::ScopedEnv tolerance("EMBER_FUZZ_TOLERANCE", "1");
+  fuzz(read_settings(kDefaultCodegenPrograms));
 }

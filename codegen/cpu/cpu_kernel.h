@@ -1,0 +1,38 @@
+// A generated CPU kernel as a plan step: compiled once per KernelSpec (the in-memory cache, keyed
+// by the spec's hash, so every graph and size with the same structure shares it), launched with
+// this call's sizes and strides on the thread pool.
+#pragma once
+
+#include <memory>
+
+#include "codegen/cpu/jit.h"
+#include "codegen/kernel_spec.h"
+#include "runtime/executable.h"
+
+namespace ember::codegen::cpu {
+
+class CpuKernel : public KernelStep {
+ public:
+  CpuKernel(KernelSpec spec, KernelFn fn, std::string name)
+      : spec_(std::move(spec)), fn_(fn), name_(std::move(name)) {}
+  void run(std::span<const Array> inputs, std::span<const Array> outputs) const override;
+  std::string name() const override { return name_; }
+  const KernelSpec& spec() const { return spec_; }
+
+ private:
+  KernelSpec spec_;
+  KernelFn fn_;
+  std::string name_;
+};
+
+struct KernelBuild {
+  std::shared_ptr<const CpuKernel> kernel;
+  bool compiled = false;  // false: found in the cache
+  double ms = 0;          // time to compile, when compiled
+};
+
+// The kernel for `spec`: from the cache, or compiled now. Throws CodegenError on a failure inside
+// MLIR or LLVM, after writing a reproducer to EMBER_DUMP_DIR (when set).
+KernelBuild cpu_kernel(const KernelSpec& spec);
+
+}  // namespace ember::codegen::cpu

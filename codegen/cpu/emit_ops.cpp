@@ -1,0 +1,228 @@
+#include "codegen/cpu/emit_ops.h"
+
+#include <limits>
+#include <vector>
+
+#include "ir/error.h"
+
+namespace ember::codegen::cpu {
+
+namespace {
+
+int width_of(DType t) {
+  switch (t) {
+    case DType::Bool: return 1;
+    case DType::Int8:
+    case DType::UInt8: return 8;
+    case DType::Int16: return 16;
+    case DType::Int32: return 32;
+    default: return 64;
+  }
+}
+
+// An exact integer (i64) wrapped to an integer dtype's width and back: sign- or zero-extended.
+Val wrap_to(MlirText& m, const Val& v, DType to) {
+  if (to == DType::Int64) return v;
+  if (to == DType::Bool) {
+    Val zero = m.int_constant(0, v.ty);
+    return m.convert("arith.extui", m.cmp("arith.cmpi", "ne", v, zero), v.ty);
+  }
+  Ty narrow = v.ty.with("i" + std::to_string(width_of(to)));
+  Val n = m.convert("arith.trunci", v, narrow);
+  return m.convert(to == DType::UInt8 ? "arith.extui" : "arith.extsi", n, v.ty);
+}
+
+// A float to int64 as the interpreter does: toward zero, saturating, NaN to 0.
+Val saturate_to_i64(MlirText& m, const Val& v) {
+  Ty i64 = v.ty.with("i64");
+  Val raw = m.convert("arith.fptosi", v, i64);  // poison out of range: selected away below
+  double limit = 9223372036854775808.0;         // 2^63
+  Val hi = m.cmp("arith.cmpf", "oge", v, m.constant(limit, v.ty));
+  Val lo = m.cmp("arith.cmpf", "olt", v, m.constant(-limit, v.ty));
+  Val nan = m.cmp("arith.cmpf", "uno", v, v);
+  Val r = m.select(hi, m.int_constant(std::numeric_limits<int64_t>::max(), i64), raw);
+  r = m.select(lo, m.int_constant(std::numeric_limits<int64_t>::min(), i64), r);
+  return m.select(nan, m.int_constant(0, i64), r);
+}
+
+// A value in register type `from` (any) as register type `to`, exactly as element::load<To> reads
+// a value (floats round to nearest, integers convert exactly or round).
+Val to_register(MlirText& m, const Val& v, const std::string& to) {
+  if (v.ty.elem == to) return v;
+  Ty t = v.ty.with(to);
+  bool from_float = v.ty.is_float(), to_float = t.is_float();
+  if (from_float && to_float) return m.convert(to == "f64" ? "arith.extf" : "arith.truncf", v, t);
+  if (!from_float && to_float) return m.convert("arith.sitofp", v, t);
+  if (from_float && !to_float) return saturate_to_i64(m, v);
+  return v;
+}
+
+Val as_bool(MlirText& m, const Val& v) {  // v != 0 (true for NaN)
+  if (v.ty.is_float()) return m.cmp("arith.cmpf", "une", v, m.constant(0, v.ty));
+  return m.cmp("arith.cmpi", "ne", v, m.int_constant(0, v.ty));
+}
+
+// An i1 as 0 or 1 in type `t`.
+Val from_bool(MlirText& m, const Val& b, Ty t) {
+  return m.convert(t.is_float() ? "arith.uitofp" : "arith.extui", b, t);
+}
+
+struct Emitter {
+  MlirText& m;
+  Ty t;  // the compute register type
+  bool is_float() const { return t.is_float(); }
+  Val k(double v) { return m.constant(v, t); }
+
+  Val cmp(const char* float_pred, const char* int_pred, const Val& a, const Val& b) {
+    return is_float() ? m.cmp("arith.cmpf", float_pred, a, b) : m.cmp("arith.cmpi", int_pred, a, b);
+  }
+  Val nan(const Val& a) { return m.cmp("arith.cmpf", "uno", a, a); }
+  Val sigmoid(const Val& x) {  // 1 / (1 + e^-x)
+    Val e = m.unary("math.exp", m.unary("arith.negf", x));
+    return m.binary("arith.divf", k(1), m.binary("arith.addf", k(1), e));
+  }
+  Val gelu(const Val& x, bool tanh_form) {
+    Val half_x = m.binary("arith.mulf", k(0.5), x);
+    Val inner;
+    if (tanh_form) {
+      Val cube = m.binary("arith.mulf", m.binary("arith.mulf", m.binary("arith.mulf", k(0.044715), x), x), x);
+      inner = m.unary("math.tanh", m.binary("arith.mulf", k(0.7978845608028654), m.binary("arith.addf", x, cube)));
+    } else {
+      inner = m.unary("math.erf", m.binary("arith.mulf", x, k(0.7071067811865476)));
+    }
+    return m.binary("arith.mulf", half_x, m.binary("arith.addf", k(1), inner));
+  }
+  // (a is NaN or a `pred` b) ? a : b: maximum and minimum, NaN from either side.
+  Val pick(const char* float_pred, const char* int_pred, const Val& a, const Val& b) {
+    Val c = cmp(float_pred, int_pred, a, b);
+    if (is_float()) c = m.binary("arith.ori", nan(a), c);
+    return m.select(c, a, b);
+  }
+  Val clamp(const Val& x, const Val& lo, const Val& hi) {
+    Val below = cmp("olt", "slt", x, lo), above;
+    if (is_float()) below = m.binary("arith.ori", below, nan(lo));
+    Val r = m.select(below, lo, x);
+    above = cmp("ogt", "sgt", r, hi);
+    if (is_float()) above = m.binary("arith.ori", above, nan(hi));
+    r = m.select(above, hi, r);
+    return is_float() ? m.select(nan(x), x, r) : r;
+  }
+  Val sign(const Val& a) {
+    Val pos = from_bool(m, cmp("ogt", "sgt", a, k(0)), t), neg = from_bool(m, cmp("olt", "slt", a, k(0)), t);
+    Val s = is_float() ? m.binary("arith.subf", pos, neg) : m.binary("arith.subi", pos, neg);
+    return is_float() ? m.select(nan(a), a, s) : s;
+  }
+  Val abs(const Val& a) {
+    if (is_float()) return m.unary("math.absf", a);
+    return m.select(cmp("olt", "slt", a, k(0)), m.binary("arith.subi", k(0), a), a);
+  }
+
+  Val op(const KernelInstr& instr, const std::vector<Val>& a) {
+    const bool f = is_float();
+    auto arith = [&](const char* fop, const char* iop) { return m.binary(f ? fop : iop, a[0], a[1]); };
+    switch (instr.op) {
+      case Op::Neg: return f ? m.unary("arith.negf", a[0]) : m.binary("arith.subi", k(0), a[0]);
+      case Op::Abs: return abs(a[0]);
+      case Op::Exp: return m.unary("math.exp", a[0]);
+      case Op::Exp2: return m.unary("math.exp2", a[0]);
+      case Op::Log: return m.unary("math.log", a[0]);
+      case Op::Log2: return m.unary("math.log2", a[0]);
+      case Op::Log1p: return m.unary("math.log1p", a[0]);
+      case Op::Expm1: return m.unary("math.expm1", a[0]);
+      case Op::Sqrt: return m.unary("math.sqrt", a[0]);
+      case Op::Rsqrt: return m.binary("arith.divf", k(1), m.unary("math.sqrt", a[0]));
+      case Op::Sin: return m.unary("math.sin", a[0]);
+      case Op::Cos: return m.unary("math.cos", a[0]);
+      case Op::Tan: return m.unary("math.tan", a[0]);
+      case Op::Tanh: return m.unary("math.tanh", a[0]);
+      case Op::Erf: return m.unary("math.erf", a[0]);
+      case Op::Sigmoid: return sigmoid(a[0]);
+      case Op::Silu: return m.binary("arith.mulf", a[0], sigmoid(a[0]));
+      case Op::Gelu: return gelu(a[0], attr_string(instr.attrs, "approximate") == "tanh");
+      case Op::Relu: {  // (a > 0 or NaN) ? a : 0
+        Val keep = f ? m.cmp("arith.cmpf", "ugt", a[0], k(0)) : m.cmp("arith.cmpi", "sgt", a[0], k(0));
+        return m.select(keep, a[0], k(0));
+      }
+      case Op::Floor: return f ? m.unary("math.floor", a[0]) : a[0];
+      case Op::Ceil: return f ? m.unary("math.ceil", a[0]) : a[0];
+      case Op::Round: return f ? m.unary("math.roundeven", a[0]) : a[0];
+      case Op::Trunc: return f ? m.unary("math.trunc", a[0]) : a[0];
+      case Op::Sign: return sign(a[0]);
+      case Op::Reciprocal: return m.binary("arith.divf", k(1), a[0]);
+      case Op::LogicalNot: return from_bool(m, cmp("oeq", "eq", a[0], k(0)), t);
+      case Op::IsNan: return f ? from_bool(m, nan(a[0]), t) : k(0);
+      case Op::IsInf:
+        return f ? from_bool(m, m.cmp("arith.cmpf", "oeq", m.unary("math.absf", a[0]), k(std::numeric_limits<double>::infinity())), t) : k(0);
+      case Op::Cast: return a[0];
+      case Op::Add: return arith("arith.addf", "arith.addi");
+      case Op::Sub: return arith("arith.subf", "arith.subi");
+      case Op::Mul: return arith("arith.mulf", "arith.muli");
+      case Op::Div: return m.binary("arith.divf", a[0], a[1]);
+      case Op::Pow: return m.binary("math.powf", a[0], a[1]);
+      case Op::Maximum: return pick("ogt", "sgt", a[0], a[1]);
+      case Op::Minimum: return pick("olt", "slt", a[0], a[1]);
+      case Op::Eq: return from_bool(m, cmp("oeq", "eq", a[0], a[1]), t);
+      case Op::Ne: return from_bool(m, cmp("une", "ne", a[0], a[1]), t);
+      case Op::Lt: return from_bool(m, cmp("olt", "slt", a[0], a[1]), t);
+      case Op::Le: return from_bool(m, cmp("ole", "sle", a[0], a[1]), t);
+      case Op::Gt: return from_bool(m, cmp("ogt", "sgt", a[0], a[1]), t);
+      case Op::Ge: return from_bool(m, cmp("oge", "sge", a[0], a[1]), t);
+      case Op::LogicalAnd: return from_bool(m, m.binary("arith.andi", as_bool(m, a[0]), as_bool(m, a[1])), t);
+      case Op::LogicalOr: return from_bool(m, m.binary("arith.ori", as_bool(m, a[0]), as_bool(m, a[1])), t);
+      case Op::LogicalXor: return from_bool(m, m.binary("arith.xori", as_bool(m, a[0]), as_bool(m, a[1])), t);
+      case Op::BitwiseAnd: return m.binary("arith.andi", a[0], a[1]);
+      case Op::BitwiseOr: return m.binary("arith.ori", a[0], a[1]);
+      case Op::BitwiseXor: return m.binary("arith.xori", a[0], a[1]);
+      case Op::Where: return m.select(as_bool(m, a[0]), a[1], a[2]);
+      case Op::Clamp: return clamp(a[0], a[1], a[2]);
+      default: break;
+    }
+    EMBER_CHECK(false, "the CPU backend cannot emit '", op_name(instr.op), "'");
+    return a[0];
+  }
+};
+
+bool supported_dtype(DType t) { return t != DType::Float16 && t != DType::BFloat16; }
+
+}  // namespace
+
+bool can_emit(Op op, std::span<const DType> args, DType compute, DType out) {
+  if (!op_info(op).is_elementwise() || !supported_dtype(out) || !supported_dtype(compute)) return false;
+  for (DType d : args)
+    if (!supported_dtype(d)) return false;
+  bool integer = compute_type(compute) == ComputeType::Int64;
+  switch (op) {
+    case Op::FloorDivide:
+    case Op::Remainder: return false;  // Python's rounding; integers raise on zero
+    case Op::Pow: return !integer;     // integers raise on negative powers
+    default: return true;
+  }
+}
+
+Val convert_dtype(MlirText& m, const Val& v, DType from, DType to) {
+  std::string reg = register_type(to);
+  if (reg != "i64") return to_register(m, v, reg);  // floats: round to nearest
+  if (to == DType::Bool) return from_bool(m, as_bool(m, v), v.ty.with("i64"));  // v != 0, NaN too
+  (void)from;  // an integer holds its exact value whatever its dtype: wrap it to the new width
+  return wrap_to(m, v.ty.is_float() ? saturate_to_i64(m, v) : v, to);
+}
+
+Val emit_op(MlirText& m, const KernelInstr& instr, std::span<const Val> args, std::span<const DType> arg_dtypes) {
+  DType compute = instr.compute;
+  Ty t = args[0].ty.with(register_type(compute));
+  std::vector<Val> a;
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (instr.op == Op::Where && i == 0) {  // the condition is read as it is
+      a.push_back(args[0]);
+      continue;
+    }
+    // Loaded into the compute register type, then through the compute dtype when it differs.
+    Val v = to_register(m, args[i], t.elem);
+    if (arg_dtypes[i] != compute) v = convert_dtype(m, v, arg_dtypes[i], compute);
+    a.push_back(v);
+  }
+  Val r = Emitter{m, t}.op(instr, a);
+  return convert_dtype(m, r, compute, instr.dtype);
+}
+
+}  // namespace ember::codegen::cpu

@@ -1,0 +1,247 @@
+#include "codegen/kernel_spec.h"
+
+#include <algorithm>
+#include <cctype>
+#include <sstream>
+#include <unordered_map>
+
+#include "ir/error.h"
+#include "ir/sha256.h"
+
+namespace ember::codegen {
+
+std::string KernelSpec::str() const {
+  std::string out = "kernel rank=" + std::to_string(rank) + " {\n";
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    out += "  %" + std::to_string(i) + " = load in" + std::to_string(i) + " : " +
+           std::string(dtype_name(inputs[i].dtype)) + "[";
+    for (size_t d = 0; d < inputs[i].broadcast.size(); ++d)
+      out += std::string(d ? ", " : "") + (inputs[i].broadcast[d] ? "1" : "*");
+    out += "]\n";
+  }
+  for (size_t i = 0; i < body.size(); ++i) {
+    const KernelInstr& b = body[i];
+    out += "  %" + std::to_string(inputs.size() + i) + " = " + std::string(op_name(b.op)) + "(";
+    for (size_t k = 0; k < b.args.size(); ++k) out += (k ? ", %" : "%") + std::to_string(b.args[k]);
+    out += ")" + attrs_str(b.attrs) + " : " + std::string(dtype_name(b.dtype)) + " compute=" +
+           std::string(dtype_name(b.compute)) + "\n";
+  }
+  for (size_t k = 0; k < outputs.size(); ++k)
+    out += "  store out" + std::to_string(k) + " = %" + std::to_string(outputs[k]) + "\n";
+  return out + "}\n";
+}
+
+std::string KernelSpec::hash() const { return sha256_hex(str()); }
+
+namespace {
+
+// A line-oriented reader: each call takes what it needs from the front of the line.
+class LineReader {
+ public:
+  LineReader(std::string line, int number) : line_(std::move(line)), number_(number) {}
+  [[noreturn]] void fail(const std::string& why) const {
+    EMBER_THROW(Value, "[kernel spec] line ", number_, ": ", why, ": '", line_, "'");
+  }
+  void skip() { while (pos_ < line_.size() && line_[pos_] == ' ') ++pos_; }
+  bool accept(std::string_view s) {
+    skip();
+    if (line_.compare(pos_, s.size(), s) != 0) return false;
+    pos_ += s.size();
+    return true;
+  }
+  void expect(std::string_view s) {
+    if (!accept(s)) fail("expected '" + std::string(s) + "'");
+  }
+  std::string word() {
+    skip();
+    size_t start = pos_;
+    while (pos_ < line_.size() && (std::isalnum(static_cast<unsigned char>(line_[pos_])) || line_[pos_] == '_')) ++pos_;
+    if (start == pos_) fail("expected a name");
+    return line_.substr(start, pos_ - start);
+  }
+  int number() {
+    std::string w = word();
+    try {
+      return std::stoi(w);
+    } catch (const std::exception&) {
+      fail("expected a number, got '" + w + "'");
+    }
+  }
+  int value() {
+    expect("%");
+    return number();
+  }
+  DType dtype() {
+    std::string w = word();
+    for (DType t : kAllDTypes)
+      if (dtype_name(t) == w) return t;
+    fail("unknown dtype '" + w + "'");
+  }
+  // The text up to the matching close, for the IR's attribute parser.
+  std::string braced() {
+    skip();
+    size_t start = pos_, depth = 0;
+    for (; pos_ < line_.size(); ++pos_) {
+      if (line_[pos_] == '{' || line_[pos_] == '[') ++depth;
+      if ((line_[pos_] == '}' || line_[pos_] == ']') && --depth == 0) break;
+    }
+    if (pos_ == line_.size()) fail("unclosed '{'");
+    ++pos_;
+    return line_.substr(start, pos_ - start);
+  }
+  bool peek(char c) {
+    skip();
+    return pos_ < line_.size() && line_[pos_] == c;
+  }
+  bool done() {
+    skip();
+    return pos_ == line_.size();
+  }
+
+ private:
+  std::string line_;
+  size_t pos_ = 0;
+  int number_;
+};
+
+class SpecParser {
+ public:
+  KernelSpec parse(const std::string& text) {
+    std::istringstream lines(text);
+    std::string line;
+    int number = 0;
+    bool closed = false;
+    while (std::getline(lines, line)) {
+      ++number;
+      LineReader r(line, number);
+      if (r.done() || r.accept("//")) continue;
+      if (number_of_header_ == 0) {
+        header(r);
+        number_of_header_ = number;
+      } else if (closed) {
+        r.fail("text after the closing '}'");
+      } else if (r.accept("}")) {
+        closed = true;
+      } else {
+        body_line(r);
+      }
+      if (!r.done()) r.fail("unexpected text at the end of the line");
+    }
+    if (!closed) EMBER_THROW(Value, "[kernel spec] the kernel is not closed with '}'");
+    if (spec_.outputs.empty()) EMBER_THROW(Value, "[kernel spec] the kernel stores nothing");
+    return std::move(spec_);
+  }
+
+ private:
+  void header(LineReader& r) {
+    r.expect("kernel");
+    r.expect("rank=");
+    spec_.rank = r.number();
+    if (spec_.rank < 1) r.fail("the rank must be at least 1");
+    r.expect("{");
+  }
+
+  void body_line(LineReader& r) {
+    if (r.accept("store")) {
+      r.expect("out" + std::to_string(spec_.outputs.size()));
+      r.expect("=");
+      spec_.outputs.push_back(defined(r, r.value()));
+      return;
+    }
+    if (!spec_.outputs.empty()) r.fail("an instruction after a store");
+    int id = r.value();
+    if (id != static_cast<int>(spec_.inputs.size() + spec_.body.size())) r.fail("values are numbered in order from %0");
+    r.expect("=");
+    if (r.accept("load")) return load(r);
+    std::string name = r.word();
+    auto op = parse_op(name);
+    if (!op || !op_info(*op).is_elementwise()) r.fail("'" + name + "' is not an elementwise op");
+    KernelInstr instr{*op, {}, {}, DType::Float32, DType::Float32};
+    r.expect("(");
+    if (!r.accept(")")) {
+      do instr.args.push_back(defined(r, r.value()));
+      while (r.accept(","));
+      r.expect(")");
+    }
+    const OpInfo& info = op_info(*op);
+    if (static_cast<int>(instr.args.size()) < info.min_arity || static_cast<int>(instr.args.size()) > info.max_arity)
+      r.fail("'" + name + "' takes " + std::to_string(info.min_arity) + " operands");
+    if (r.peek('{')) instr.attrs = parse_attrs(r.braced(), *op);  // the IR's attribute syntax
+    r.expect(":");
+    instr.dtype = r.dtype();
+    r.expect("compute=");
+    instr.compute = r.dtype();
+    spec_.body.push_back(std::move(instr));
+  }
+
+  void load(LineReader& r) {
+    if (!spec_.body.empty()) r.fail("a load after an instruction");
+    r.expect("in" + std::to_string(spec_.inputs.size()));
+    r.expect(":");
+    KernelInput in{r.dtype(), {}};
+    r.expect("[");
+    for (int d = 0; d < spec_.rank; ++d) {
+      if (d) r.expect(",");
+      if (r.accept("*")) in.broadcast.push_back(false);
+      else if (r.accept("1")) in.broadcast.push_back(true);
+      else r.fail("a dim is * or 1");
+    }
+    r.expect("]");
+    spec_.inputs.push_back(std::move(in));
+  }
+
+  int defined(LineReader& r, int value) {
+    if (value < 0 || value >= static_cast<int>(spec_.inputs.size() + spec_.body.size()))
+      r.fail("%" + std::to_string(value) + " is used before it is defined");
+    return value;
+  }
+
+  KernelSpec spec_;
+  int number_of_header_ = 0;
+};
+
+}  // namespace
+
+KernelSpec parse_kernel_spec(const std::string& text) { return SpecParser().parse(text); }
+
+KernelSpec spec_of_group(const std::vector<Node*>& nodes, const std::vector<Value>& outputs,
+                         std::vector<Value>& inputs) {
+  KernelSpec spec;
+  const Shape& domain = nodes.front()->type().shape;
+  spec.rank = std::max<int>(1, static_cast<int>(domain.size()));
+  std::unordered_map<const Node*, int> number;  // a group node's value number, once defined
+  std::unordered_map<Value, int, ValueHash> input_number;
+  auto operand = [&](const Value& v) {
+    if (auto it = number.find(v.node); it != number.end()) return it->second;
+    auto [it, added] = input_number.try_emplace(v, static_cast<int>(inputs.size()));
+    if (added) inputs.push_back(v);
+    return it->second;
+  };
+  // Inputs first: number them in the order the nodes read them.
+  for (Node* n : nodes) {
+    for (const Value& in : n->inputs())
+      if (std::find(nodes.begin(), nodes.end(), in.node) == nodes.end()) operand(in);
+  }
+  for (const Value& v : inputs) {
+    const Shape& s = v.type().shape;
+    KernelInput in{v.type().dtype, std::vector<bool>(spec.rank, false)};
+    // Right-aligned against the domain, as broadcasting is; missing leading dims broadcast.
+    size_t lead = domain.size() - s.size();
+    for (size_t d = 0; d < domain.size(); ++d)
+      in.broadcast[d] = d < lead || (s[d - lead] == Dim(1) && domain[d] != Dim(1));
+    spec.inputs.push_back(std::move(in));
+  }
+  for (Node* n : nodes) {
+    std::vector<TensorType> types;
+    for (const Value& in : n->inputs()) types.push_back(in.type());
+    DType compute = elementwise_compute_dtype(n->op, types, n->type().dtype);
+    KernelInstr instr{n->op, n->attrs, {}, n->type().dtype, compute};
+    for (const Value& in : n->inputs()) instr.args.push_back(operand(in));
+    number[n] = static_cast<int>(spec.inputs.size() + spec.body.size());
+    spec.body.push_back(std::move(instr));
+  }
+  for (const Value& v : outputs) spec.outputs.push_back(number.at(v.node));
+  return spec;
+}
+
+}  // namespace ember::codegen

@@ -1,0 +1,29 @@
+// A graph to a runnable plan: fusion groups (passes/fuse.h) become generated kernels, every
+// other node an interpreter step of the same plan (no graph break).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "runtime/executable.h"
+
+namespace ember::codegen {
+
+struct CodegenStats {
+  int kernels = 0;           // kernel steps in the plan
+  int compiled = 0;          // kernels compiled now (the rest came from the cache)
+  double compile_ms = 0;     // time spent compiling them
+  std::vector<std::string> failures;  // kernels that failed to compile (their groups run on the interpreter)
+};
+
+// Plans `graph` for the CPU. With EMBER_CODEGEN=0 (or nothing to fuse) every node runs on the
+// interpreter. A kernel that fails inside MLIR or LLVM leaves its group to the interpreter,
+// with a warning; `strict` raises the failure as an ember::Error(Internal) instead.
+std::shared_ptr<const Executable> build_cpu_executable(std::unique_ptr<Graph> graph, CodegenStats& stats,
+                                                       bool strict = false);
+
+// Whether the CPU backend can compute this node inside a kernel.
+bool cpu_can_compute(const Node* n);
+
+}  // namespace ember::codegen

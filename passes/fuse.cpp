@@ -1,0 +1,144 @@
+#include "passes/fuse.h"
+
+#include <algorithm>
+#include <limits>
+#include <unordered_set>
+
+#include "runtime/config.h"
+
+namespace ember {
+
+namespace {
+
+class Fuser {
+ public:
+  Fuser(const Graph& g, const std::function<bool(const Node*)>& can_compute)
+      : can_compute_(can_compute), position_(g.id_bound(), -1), group_of_(g.id_bound(), -1),
+        in_set_(g.id_bound(), 0) {
+    int p = 0;
+    for (Node* n : g.nodes()) position_[n->id()] = p++;
+    log_ = config::log_enabled("fusion");
+    for (Node* n : g.nodes())
+      if (n->info().is_elementwise() && n->num_outputs() == 1 && can_compute_(n)) place(n);
+  }
+
+  // The non-empty groups (merging empties some).
+  std::vector<FusionGroup> groups() && {
+    std::vector<FusionGroup> out;
+    for (FusionGroup& g : groups_)
+      if (!g.nodes.empty()) out.push_back(std::move(g));
+    return out;
+  }
+
+ private:
+  // Joins its producers' groups (of its domain) and merges them into one when that keeps it
+  // convex; else joins the first one that does; else starts a group.
+  void place(Node* n) {
+    std::vector<int> candidates;
+    std::string why_not;
+    for (const Value& in : n->inputs()) {
+      int g = group_of_[in.node->id()];
+      if (g < 0 || std::find(candidates.begin(), candidates.end(), g) != candidates.end()) continue;
+      if (groups_[g].nodes.front()->type().shape != n->type().shape) {
+        why_not += " group " + std::to_string(g) + ": another domain;";
+        continue;
+      }
+      candidates.push_back(g);
+    }
+    if (candidates.size() > 1 && !leaves_and_returns(with(n, candidates))) {
+      for (size_t i = 1; i < candidates.size(); ++i) merge(candidates[i], candidates[0]);
+      add(n, candidates[0]);
+      if (log_) config::log("fusion", name(n) + " joins groups " + list(candidates) + ", merged into " + std::to_string(candidates[0]));
+      return;
+    }
+    for (int g : candidates) {
+      if (const Node* path = leaves_and_returns(with(n, {g}))) {
+        why_not += " group " + std::to_string(g) + ": its value reaches here through " +
+                   std::string(path->info().name) + ";";
+        continue;
+      }
+      add(n, g);
+      if (log_) config::log("fusion", name(n) + " joins group " + std::to_string(g));
+      return;
+    }
+    group_of_[n->id()] = static_cast<int>(groups_.size());
+    groups_.push_back({{n}});
+    if (log_)
+      config::log("fusion", name(n) + " starts group " + std::to_string(groups_.size() - 1) +
+                                (why_not.empty() ? "" : " (not joined:" + why_not + ")"));
+  }
+
+  void add(Node* n, int g) {
+    group_of_[n->id()] = g;
+    groups_[g].nodes.push_back(n);
+  }
+
+  // Moves group `from` into group `into`, keeping graph order; `from` is left empty.
+  void merge(int from, int into) {
+    for (Node* m : groups_[from].nodes) group_of_[m->id()] = into;
+    std::vector<Node*>& a = groups_[into].nodes;
+    a.insert(a.end(), groups_[from].nodes.begin(), groups_[from].nodes.end());
+    std::sort(a.begin(), a.end(), [&](Node* x, Node* y) { return position_[x->id()] < position_[y->id()]; });
+    groups_[from].nodes.clear();
+  }
+
+  // The nodes of groups `gs` and node n.
+  std::vector<const Node*> with(const Node* n, const std::vector<int>& gs) const {
+    std::vector<const Node*> set{n};
+    for (int g : gs) set.insert(set.end(), groups_[g].nodes.begin(), groups_[g].nodes.end());
+    return set;
+  }
+
+  // A node outside `set` that depends on the set and that the set depends on: then the set is not
+  // convex and cannot run as one step. Nodes before the set's first cannot depend on it, which
+  // bounds the search.
+  const Node* leaves_and_returns(const std::vector<const Node*>& set) {
+    ++mark_;
+    int start = std::numeric_limits<int>::max();
+    for (const Node* m : set) {
+      in_set_[m->id()] = mark_;
+      start = std::min(start, position_[m->id()]);
+    }
+    std::vector<const Node*> stack;
+    std::unordered_set<const Node*> seen;
+    for (const Node* m : set)
+      for (const Value& in : m->inputs())
+        if (in_set_[in.node->id()] != mark_) stack.push_back(in.node);
+    while (!stack.empty()) {
+      const Node* m = stack.back();
+      stack.pop_back();
+      if (position_[m->id()] < start || !seen.insert(m).second) continue;
+      for (const Value& in : m->inputs()) {
+        if (in_set_[in.node->id()] == mark_) return m;
+        stack.push_back(in.node);
+      }
+    }
+    return nullptr;
+  }
+
+  static std::string list(const std::vector<int>& gs) {
+    std::string s;
+    for (int g : gs) s += (s.empty() ? "" : ", ") + std::to_string(g);
+    return s;
+  }
+
+  static std::string name(const Node* n) {
+    return std::string(n->info().name) + " (node " + std::to_string(n->id()) + ")";
+  }
+
+  const std::function<bool(const Node*)>& can_compute_;
+  std::vector<int> position_, group_of_;
+  std::vector<int> in_set_;  // == mark_: in the set leaves_and_returns is checking
+  int mark_ = 0;
+  std::vector<FusionGroup> groups_;
+  bool log_ = false;
+};
+
+}  // namespace
+
+std::vector<FusionGroup> find_fusion_groups(const Graph& g,
+                                            const std::function<bool(const Node*)>& can_compute) {
+  return Fuser(g, can_compute).groups();
+}
+
+}  // namespace ember

@@ -1,0 +1,32 @@
+// Fusion: which nodes run together as one generated kernel.
+//
+// [Note: fusion]
+// Fusion is an analysis, not a rewrite: it returns groups of nodes and leaves the graph as it is
+// (the one IR stays the one thing passes, printers and hashes see). Code generation lowers each
+// group to a KernelSpec and the plan runs it as one step (runtime/executable.h).
+//
+// Today a group is a set of elementwise nodes with one output shape, its iteration domain; their
+// inputs may broadcast into it. A node the backend can compute joins its producers' groups of
+// its domain, merging them (a where over two fused branches is one kernel), as long as the
+// group stays convex (no path leaves the group and comes back, or it could not run as one
+// step); failing that it joins one of them, or starts a group. Views are not in groups: they
+// share storage, and a kernel reads them through their strides. EMBER_LOG=fusion says what joined
+// what, and why a candidate did not.
+#pragma once
+
+#include <functional>
+#include <vector>
+
+#include "ir/graph.h"
+
+namespace ember {
+
+struct FusionGroup {
+  std::vector<Node*> nodes;  // in graph order
+};
+
+// `can_compute(n)`: whether the backend can compute node n inside a kernel.
+std::vector<FusionGroup> find_fusion_groups(const Graph& g,
+                                            const std::function<bool(const Node*)>& can_compute);
+
+}  // namespace ember

@@ -1,0 +1,23 @@
+// A pool of worker threads for the outer loops of kernels.
+//
+// parallel_for(n, grain, body) splits [0, n) into chunks of at least `grain` iterations and runs
+// body(begin, end) on them, the caller taking chunks too. A loop smaller than two grains runs on
+// the caller alone, so small tensors pay nothing. One loop runs on the pool at a time: a call
+// made while the pool is busy (another thread's loop, or a loop inside a loop) runs serially on
+// its caller. EMBER_NUM_THREADS sets the pool's size, the caller included (default: the
+// machine's hardware threads).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+
+namespace ember {
+
+using LoopBody = std::function<void(int64_t begin, int64_t end)>;
+
+void parallel_for(int64_t n, int64_t grain, const LoopBody& body);
+
+// The threads a loop may use, the caller included.
+int num_threads();
+
+}  // namespace ember

@@ -1,0 +1,204 @@
+// CPU code generation: KernelSpec's text form, fusion groups, generated kernels as plan steps
+// (counted), strided and broadcast operands, the thread pool, and what runs where.
+#include <ember/ember.h>
+
+#include <atomic>
+#include <cmath>
+
+#include "codegen/cpu/cpu_kernel.h"
+#include "codegen/kernel_spec.h"
+#include "codegen/plan.h"
+#include "passes/fuse.h"
+#include "runtime/thread_pool.h"
+#include "tests/catch.h"
+#include "tests/unit/helpers.h"
+
+using namespace ember;
+using ember::test::error_of;
+using ember::test::same_bits;
+
+namespace {
+
+const char* kSpec = R"(kernel rank=2 {
+  %0 = load in0 : f32[*, *]
+  %1 = load in1 : i32[1, *]
+  %2 = add(%0, %1) : f32 compute=f32
+  %3 = exp(%2) : f32 compute=f32
+  %4 = cast(%3) {dtype=i64} : i64 compute=f32
+  %5 = gelu(%0) {approximate="tanh"} : f32 compute=f32
+  store out0 = %4
+  store out1 = %5
+}
+)";
+
+// The largest |a - b| over two float tensors of one shape.
+double max_difference(const Tensor& a, const Tensor& b) {
+  Array x = a.array().contiguous(), y = b.array().contiguous();
+  REQUIRE(x.shape() == y.shape());
+  double d = 0;
+  for (int64_t i = 0; i < x.numel(); ++i) d = std::max(d, std::abs(x.get(i) - y.get(i)));
+  return d;
+}
+
+}  // namespace
+
+TEST_CASE("KernelSpec: text form round-trips and names its errors", "[codegen][spec]") {
+  codegen::KernelSpec spec = codegen::parse_kernel_spec(kSpec);
+  CHECK(spec.rank == 2);
+  CHECK(spec.inputs.size() == 2);
+  CHECK(spec.inputs[1].broadcast == std::vector<bool>{true, false});
+  CHECK(spec.body.size() == 4);
+  CHECK(spec.outputs == std::vector<int>{4, 5});
+  CHECK(spec.str() == kSpec);
+  CHECK(spec.hash() == codegen::parse_kernel_spec(spec.str()).hash());
+  CHECK(spec.hash().size() == 64);
+
+  auto error = [](const std::string& text) {
+    return error_of([&] { codegen::parse_kernel_spec(text); });
+  };
+  CHECK(error("kernel rank=1 {\n  %0 = load in0 : f32[*]\n  %1 = exp(%2) : f32 compute=f32\n  store out0 = %1\n}\n")
+            .find("line 3: %2 is used before it is defined") != std::string::npos);
+  CHECK(error("kernel rank=1 {\n  %0 = load in0 : f32[*]\n  %1 = matmul(%0, %0) : f32 compute=f32\n}\n")
+            .find("'matmul' is not an elementwise op") != std::string::npos);
+  CHECK(error("kernel rank=1 {\n  %0 = load in0 : f32[*, *]\n}\n").find("line 2") != std::string::npos);
+  CHECK(error("kernel rank=1 {\n  %0 = load in0 : f32[*]\n}\n").find("stores nothing") != std::string::npos);
+  CHECK(error("kernel rank=1 {\n  %0 = load in0 : f32[*]\n  store out0 = %0\n").find("not closed") != std::string::npos);
+  CHECK(error("kernel rank=1 {\n  %0 = load in0 : q7[*]\n  store out0 = %0\n}\n").find("unknown dtype") != std::string::npos);
+}
+
+TEST_CASE("KernelSpec: a parsed spec compiles and runs", "[codegen][spec]") {
+  codegen::KernelSpec spec = codegen::parse_kernel_spec(kSpec);
+  auto build = codegen::cpu::cpu_kernel(spec);
+  Array x = uniform({3, 5}, 1).array(), b = arange(5).to(DType::Int32).array();
+  Array y = Array::empty(DType::Int64, {3, 5}), g = Array::empty(DType::Float32, {3, 5});
+  std::vector<Array> in{x, b}, out{y, g};
+  build.kernel->run(in, out);
+  Tensor tx(x), tb(b);
+  CHECK(same_bits(Tensor(y), exp(tx + tb).to(DType::Int64)));  // small values: exp is within an ulp, cast truncates
+  CHECK(max_difference(Tensor(g), gelu(tx, "tanh")) < 1e-6);
+  CHECK_FALSE(codegen::cpu::cpu_kernel(spec).compiled);  // the second time: from the cache
+}
+
+TEST_CASE("fusion: a chain of 10 elementwise ops is one kernel; views and reductions are not in it",
+          "[codegen][fusion]") {
+  auto chain = [](const Tensor& x, const Tensor& b) {
+    Tensor y = x;
+    for (int i = 0; i < 5; ++i) y = tanh(y * 1.5 + b);
+    return y;
+  };
+  auto f = compile(chain);
+  Tensor x = uniform({64, 33}, 1), b = uniform({33}, 2);
+  Tensor y = f(x, b);
+  CHECK(max_difference(y, chain(x, b)) < 1e-5);
+  const GraphInfo& g = f.report().graphs.at(0);
+  CHECK(g.op_count == 15);
+  CHECK(g.kernels == 1);
+  CHECK(g.steps == 1);
+  CHECK(g.allocations == 1);  // the output, nothing in between
+  CHECK(g.interpreter_ops.empty());
+  f(x, b);
+  CHECK(f.report().graphs.at(0).allocations == 1);
+
+  // A reduction splits the chain: kernel, interpreter sum, kernel.
+  auto h = compile([](const Tensor& x) { return exp(sum(x * 0.1, {1}, true) - x) + 1.0; });
+  Tensor hx = uniform({8, 16}, 3);
+  CHECK(max_difference(h(hx), exp(sum(hx * 0.1, {1}, true) - hx) + 1.0) < 1e-5);
+  const GraphInfo& hg = h.report().graphs.at(0);
+  CHECK(hg.kernels == 2);
+  CHECK(hg.interpreter_ops == std::vector<std::string>{"sum"});
+}
+
+TEST_CASE("fusion: groups stay convex and the plan orders them", "[codegen][fusion]") {
+  // b = relu(a) runs on the interpreter between a and c: c may not join a's group... unless the
+  // backend computes relu too, in which case all three are one group. Force a non-fusable node
+  // between them: a sum that depends on a and feeds c.
+  auto fn = [](const Tensor& x) {
+    Tensor a = x * 3.0;
+    Tensor s = sum(a, {0}, true);  // reads a, runs on the interpreter
+    Tensor c = a + s;              // reads a and s: joining a's group would make a cycle
+    return c * c;
+  };
+  auto f = compile(fn);
+  Tensor x = uniform({4, 6}, 5);
+  CHECK(max_difference(f(x), fn(x)) < 1e-5);
+  const GraphInfo& g = f.report().graphs.at(0);
+  CHECK(g.kernels == 2);  // {a} and {c, c * c}
+  CHECK(g.steps == 3);
+}
+
+TEST_CASE("generated kernels read strided, offset and broadcast inputs through their strides",
+          "[codegen][layout]") {
+  auto fn = [](const Tensor& x, const Tensor& y, const Tensor& z) { return x * y + z; };
+  auto f = compile(fn);
+  Tensor base = uniform({6, 10}, 1);
+  Tensor x = transpose(base, 0, 1);                     // strided
+  Tensor y = slice(uniform({10, 12}, 2), 1, 3, 9);      // offset and a row stride
+  Tensor z = expand(uniform({1, 6}, 3), {10, 6});       // stride 0
+  for (int call = 0; call < 2; ++call) {
+    Tensor out = f(x, y, z);
+    CHECK(same_bits(out, fn(x, y, z)));  // multiply and add are exact in generated code too
+  }
+  CHECK(f.report().graphs.at(0).kernels == 1);
+  // Integer, bool and casts: exact.
+  auto g = compile([](const Tensor& a, const Tensor& b) {
+    return where(a > b, (a * b).to(DType::Int8), (a - b).to(DType::Int8));
+  });
+  Tensor a = (uniform({5, 7}, 4) * 200.0).to(DType::Int32), bb = (uniform({7}, 5) * 100.0).to(DType::Int64);
+  CHECK(same_bits(g(a, bb), where(a > bb, (a * bb).to(DType::Int8), (a - bb).to(DType::Int8))));
+  CHECK(g.report().graphs.at(0).kernels == 1);
+}
+
+TEST_CASE("generated kernels: large tensors split over the thread pool, sizes share one kernel",
+          "[codegen][threads]") {
+  auto fn = [](const Tensor& x) { return sigmoid(x) * x; };
+  auto f = compile(fn, Options{.dynamic = true});
+  for (int64_t n : {3, 1000, 300000}) {
+    Tensor x = uniform({n}, 7);
+    CHECK(max_difference(f(x), fn(x)) < 1e-6);
+  }
+  Tensor wide = uniform({2, 200000}, 8), tall = uniform({4000, 50}, 9);
+  CHECK(max_difference(f(wide), fn(wide)) < 1e-6);
+  CHECK(max_difference(f(tall), fn(tall)) < 1e-6);
+  int kernels_compiled = 0;
+  for (const GraphInfo& g : f.report().graphs) kernels_compiled += g.kernels_compiled;
+  CHECK(kernels_compiled <= 2);  // rank 1 and rank 2: every size shares them
+}
+
+TEST_CASE("thread pool: every index once, nested loops serial, errors reach the caller", "[codegen][threads]") {
+  std::vector<std::atomic<int>> hits(100000);
+  parallel_for(100000, 1000, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) hits[i]++;
+  });
+  bool all_once = true;
+  for (auto& h : hits) all_once = all_once && h.load() == 1;
+  CHECK(all_once);
+  std::atomic<int64_t> total{0};
+  parallel_for(64, 1, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i)
+      parallel_for(1000, 10, [&](int64_t b2, int64_t e2) { total += e2 - b2; });
+  });
+  CHECK(total.load() == 64000);
+  CHECK_THROWS_AS(parallel_for(1000, 1, [](int64_t b, int64_t) {
+                    if (b > 500) throw std::runtime_error("boom");
+                  }),
+                  std::runtime_error);
+  parallel_for(10, 1, [](int64_t, int64_t) {});  // the pool still works after an error
+}
+
+TEST_CASE("EMBER_CODEGEN=0 runs every graph on the interpreter; the report says where ops ran",
+          "[codegen]") {
+  Tensor x = uniform({4, 4}, 1);
+  {
+    test::ScopedEnv off("EMBER_CODEGEN", "0");
+    auto f = compile([](const Tensor& x) { return exp(x) + 1.0; });
+    f(x);
+    CHECK(f.report().graphs.at(0).kernels == 0);
+    CHECK(f.report().graphs.at(0).interpreter_ops.size() == 2);
+  }
+  auto f = compile([](const Tensor& x) { return floor_divide(x.to(DType::Int32), full({}, 3, DType::Int32)) + 1; });
+  f(x);
+  const GraphInfo& g = f.report().graphs.at(0);
+  CHECK(g.interpreter_ops == std::vector<std::string>{"floor_divide"});  // integer division raises: not generated
+  CHECK(f.report().text().find("on the interpreter: floor_divide x1") != std::string::npos);
+  CHECK(f.report().json().find("\"interpreter_ops\": [\"floor_divide\"]") != std::string::npos);
+}
