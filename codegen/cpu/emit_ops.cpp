@@ -112,6 +112,16 @@ struct Emitter {
     Val s = is_float() ? m.binary("arith.subf", pos, neg) : m.binary("arith.subi", pos, neg);
     return is_float() ? m.select(nan(a), a, s) : s;
   }
+  // log or log2, with denormal f32 inputs scaled up by 2^23 first: the polynomial approximation
+  // treats them as the smallest normal (log(1e-45) came out as -87.3, not -103.3).
+  Val logarithm(const char* op, const Val& x, double log_of_2) {
+    if (t.elem != "f32") return m.unary(op, x);
+    Val tiny = m.binary("arith.andi", m.cmp("arith.cmpf", "olt", x, k(1.1754943508222875e-38)),
+                        m.cmp("arith.cmpf", "ogt", x, k(0)));
+    Val scaled = m.select(tiny, m.binary("arith.mulf", x, k(8388608.0)), x);
+    Val r = m.unary(op, scaled);
+    return m.select(tiny, m.binary("arith.subf", r, k(23 * log_of_2)), r);
+  }
   Val abs(const Val& a) {
     if (is_float()) return m.unary("math.absf", a);
     return m.select(cmp("olt", "slt", a, k(0)), m.binary("arith.subi", k(0), a), a);
@@ -125,8 +135,8 @@ struct Emitter {
       case Op::Abs: return abs(a[0]);
       case Op::Exp: return m.unary("math.exp", a[0]);
       case Op::Exp2: return m.unary("math.exp2", a[0]);
-      case Op::Log: return m.unary("math.log", a[0]);
-      case Op::Log2: return m.unary("math.log2", a[0]);
+      case Op::Log: return logarithm("math.log", a[0], 0.6931471805599453);
+      case Op::Log2: return logarithm("math.log2", a[0], 1.0);
       case Op::Log1p: return m.unary("math.log1p", a[0]);
       case Op::Expm1: return m.unary("math.expm1", a[0]);
       case Op::Sqrt: return m.unary("math.sqrt", a[0]);
