@@ -53,6 +53,7 @@ std::shared_ptr<const Executable> build_cpu_executable(std::unique_ptr<Graph> gr
         cpu::KernelBuild build = cpu::cpu_kernel(spec);
         step.kernel = build.kernel;
         stats.compiled += build.compiled;
+        stats.from_disk += build.from_disk;
         stats.compile_ms += build.ms;
       } catch (const cpu::CodegenError& e) {
         if (strict) EMBER_THROW(Internal, e.what());

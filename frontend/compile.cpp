@@ -163,6 +163,7 @@ std::shared_ptr<const Executable> CompiledState::compile(const Graph& g, GraphIn
   info.buffers = exec->buffers();
   info.kernels = exec->kernel_steps();
   info.kernels_compiled = stats.compiled;
+  info.kernels_from_disk = stats.from_disk;
   info.kernel_compile_ms = stats.compile_ms;
   info.interpreter_ops = exec->interpreter_ops();
   if (config::log_enabled("compile"))

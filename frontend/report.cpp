@@ -53,7 +53,8 @@ std::string Report::text() const {
     std::snprintf(ms, sizeof ms, "%.2f", g.compile_ms);
     out << "), " << g.steps << " steps, " << g.buffers << " buffers, " << g.allocations
         << " allocations per call, compile " << ms << " ms" << (g.cache_hit ? " (cached)" : "") << "\n";
-    out << "    " << g.kernels << " generated kernels (" << g.kernels_compiled << " compiled now)";
+    out << "    " << g.kernels << " generated kernels (" << g.kernels_compiled << " compiled now, " << g.kernels_from_disk
+        << " from the disk cache)";
     std::map<std::string, int> interpreted;
     for (const std::string& op : g.interpreter_ops) ++interpreted[op];
     if (!interpreted.empty()) {
@@ -102,7 +103,8 @@ std::string Report::json() const {
            "\", \"op_count\": " + std::to_string(g.op_count) + ", \"ops\": " + ops + "}, \"compile_ms\": " + ms + ", \"pass_ms\": " + passes +
            ", \"steps\": " + std::to_string(g.steps) + ", \"buffers\": " + std::to_string(g.buffers) +
            ", \"allocations\": " + std::to_string(g.allocations) + ", \"kernels\": " + std::to_string(g.kernels) +
-           ", \"kernels_compiled\": " + std::to_string(g.kernels_compiled) + ", \"interpreter_ops\": " + interpreter +
+           ", \"kernels_compiled\": " + std::to_string(g.kernels_compiled) +
+           ", \"kernels_from_disk\": " + std::to_string(g.kernels_from_disk) + ", \"interpreter_ops\": " + interpreter +
            ", \"cache_hit\": " + (g.cache_hit ? "true" : "false") + ", \"ir\": " + quote(g.ir) + "}";
   };
   auto brk = [](const GraphBreak& b) {

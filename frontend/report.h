@@ -31,7 +31,8 @@ struct GraphInfo {
   int buffers = 0;                 // buffers of its plan, allocated once per call
   int64_t allocations = 0;         // storages one call allocated: buffers plus kernel temporaries
   int kernels = 0;                 // steps that run generated code
-  int kernels_compiled = 0;        // of those, compiled for this graph (the rest were cached)
+  int kernels_compiled = 0;        // of those, compiled for this graph
+  int kernels_from_disk = 0;       // of those, loaded from the on-disk cache (the rest were in memory)
   double kernel_compile_ms = 0;    // time spent compiling them (part of compile_ms)
   std::vector<std::string> interpreter_ops;  // ops of the steps that run on the interpreter
 };

@@ -48,7 +48,7 @@ void check_unknown_once() {
 
 const std::vector<Setting>& settings() {
   static const std::vector<Setting> table = {
-      {"EMBER_LOG", "comma list of: graph_breaks, recompiles, guards, passes, compile, plan, fusion, kernels (or all)"},
+      {"EMBER_LOG", "comma list of: graph_breaks, recompiles, guards, passes, compile, plan, fusion, kernels, cache (or all)"},
       {"EMBER_DUMP_AFTER", "a pass name or all: print the IR after it, or (unchanged)"},
       {"EMBER_DUMP_DIR", "directory for dumps (default: stderr)"},
       {"EMBER_DISABLE_PASSES", "comma list of passes to skip"},
@@ -56,7 +56,8 @@ const std::vector<Setting>& settings() {
       {"EMBER_VERIFY", "1 to run the verifier between passes (default on in debug builds), 0 to skip"},
       {"EMBER_NUM_THREADS", "threads a kernel's loop may use, the caller included (default: the machine's)"},
       {"EMBER_CODEGEN", "0 to run every graph on the reference interpreter instead of generated kernels"},
-      {"EMBER_CACHE_DIR", "on-disk cache directory (default ~/.cache/ember)"},
+      {"EMBER_CACHE_DIR", "on-disk cache directory (default ~/.cache/ember), or off"},
+      {"EMBER_CACHE_MAX_MB", "the disk cache's size limit per kind of entry, in MiB (default 1024)"},
   };
   return table;
 }

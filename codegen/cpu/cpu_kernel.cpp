@@ -5,7 +5,9 @@
 #include <unordered_map>
 
 #include "codegen/cpu/emit_kernel.h"
+#include "ir/sha256.h"
 #include "runtime/config.h"
+#include "runtime/disk_cache.h"
 #include "runtime/thread_pool.h"
 
 namespace ember::codegen::cpu {
@@ -119,24 +121,36 @@ bool wants_stages() {
   return false;
 }
 
-}  // namespace
+// Bumped whenever the emitter or the lowering changes what a spec compiles to: old entries of the
+// disk cache must not be loaded for it.
+constexpr const char* kCodegenVersion = "cpu-2";
 
-KernelBuild cpu_kernel(const KernelSpec& spec) {
-  static std::mutex mu;
-  static std::unordered_map<std::string, std::shared_ptr<const CpuKernel>> cache;
-  std::string key = spec.hash();
-  {
-    std::lock_guard<std::mutex> lock(mu);
-    if (auto it = cache.find(key); it != cache.end()) return {it->second, false, 0};
+std::string disk_key(const KernelSpec& spec) {
+  return sha256_hex(spec.str() + "\ntarget " + host_target() + "\nllvm " + llvm_version() + "\nember " +
+                    EMBER_VERSION + "\ncodegen " + kCodegenVersion + "\n");
+}
+
+// The kernel from its object code on disk, or null (a bad object is a miss too).
+KernelFn from_disk(const std::string& key, const std::string& name) {
+  std::optional<std::string> object = disk_cache::load("kernels", key);
+  if (!object) return nullptr;
+  try {
+    return load_kernel(*object, name);
+  } catch (const CodegenError& e) {
+    config::log("cache", std::string("a cached kernel would not load: ") + e.what());
+    return nullptr;
   }
-  auto start = std::chrono::steady_clock::now();
-  std::string name = "ember_k_" + key.substr(0, 24);
+}
+
+KernelFn compile_now(const KernelSpec& spec, const std::string& name, const std::string& key) {
   std::string mlir = emit_kernel(spec, name);
   Stages stages;
   stages.keep = wants_stages();
+  std::string object;
   KernelFn fn;
   try {
-    fn = load_kernel(compile_object(mlir, &stages), name);
+    object = compile_object(mlir, &stages);
+    fn = load_kernel(object, name);
   } catch (const CodegenError& e) {
     write_reproducer(spec, mlir, e);
     throw;
@@ -147,11 +161,37 @@ KernelBuild cpu_kernel(const KernelSpec& spec) {
     for (const auto& [stage, ms] : stages.ms) line += " " + stage + " " + std::to_string(ms).substr(0, 5) + " ms";
     config::log("kernels", line);
   }
+  disk_cache::store("kernels", key, object);
+  return fn;
+}
+
+}  // namespace
+
+KernelBuild cpu_kernel(const KernelSpec& spec) {
+  static std::mutex mu;
+  static std::unordered_map<std::string, std::shared_ptr<const CpuKernel>> cache;
+  std::string key = spec.hash();
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    if (auto it = cache.find(key); it != cache.end()) return {it->second, false, false, 0};
+  }
+  auto start = std::chrono::steady_clock::now();
+  std::string name = "ember_k_" + key.substr(0, 24);
+  std::string stored_as = disk_key(spec);
+  KernelBuild build;
+  KernelFn fn = from_disk(stored_as, name);
+  build.from_disk = fn != nullptr;
+  if (!fn) {
+    fn = compile_now(spec, name, stored_as);
+    build.compiled = true;
+  }
+  build.ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   auto kernel = std::make_shared<const CpuKernel>(spec, fn, name);
-  double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   std::lock_guard<std::mutex> lock(mu);
   auto [it, added] = cache.emplace(key, kernel);
-  return {it->second, added, ms};
+  build.kernel = it->second;
+  if (!added) build.compiled = build.from_disk = false;  // another thread got there first
+  return build;
 }
 
 }  // namespace ember::codegen::cpu

@@ -27,12 +27,15 @@ class CpuKernel : public KernelStep {
 
 struct KernelBuild {
   std::shared_ptr<const CpuKernel> kernel;
-  bool compiled = false;  // false: found in the cache
-  double ms = 0;          // time to compile, when compiled
+  bool compiled = false;   // compiled now
+  bool from_disk = false;  // loaded from the on-disk cache
+  double ms = 0;           // time to compile or load it
 };
 
-// The kernel for `spec`: from the cache, or compiled now. Throws CodegenError on a failure inside
-// MLIR or LLVM, after writing a reproducer to EMBER_DUMP_DIR (when set).
+// The kernel for `spec`: from the memory cache, the disk cache ([Note: the disk cache], keyed by
+// the spec, the target, the LLVM, ember and code generator versions), or compiled now (and
+// stored). Throws CodegenError on a failure inside MLIR or LLVM, after writing a reproducer to
+// EMBER_DUMP_DIR (when set).
 KernelBuild cpu_kernel(const KernelSpec& spec);
 
 }  // namespace ember::codegen::cpu

@@ -8,6 +8,7 @@
 #include "llvm/ExecutionEngine/Orc/ExecutionUtils.h"
 #include "llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h"
 #include "llvm/ExecutionEngine/Orc/LLJIT.h"
+#include "llvm/Config/llvm-config.h"
 #include "llvm/IR/LegacyPassManager.h"
 #include "llvm/IR/Module.h"
 #include "llvm/MC/TargetRegistry.h"
@@ -190,6 +191,8 @@ const std::string& host_target() {
   }();
   return target;
 }
+
+const char* llvm_version() { return LLVM_VERSION_STRING; }
 
 std::string compile_object(const std::string& mlir_text, Stages* stages) {
   initialise();

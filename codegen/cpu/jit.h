@@ -37,7 +37,9 @@ struct Stages {
 std::string compile_object(const std::string& mlir, Stages* stages = nullptr);
 KernelFn load_kernel(const std::string& object, const std::string& name);
 
-// The target triple, CPU name and features that objects are compiled for (a cache key part).
+// The target triple, CPU name and features that objects are compiled for, and the LLVM version
+// (parts of a kernel's cache key).
 const std::string& host_target();
+const char* llvm_version();
 
 }  // namespace ember::codegen::cpu
