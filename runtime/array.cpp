@@ -1,4 +1,5 @@
 #include "runtime/array.h"
+#include "runtime/allocator.h"
 
 #include <cstdlib>
 #include <cstring>
@@ -18,13 +19,10 @@ int64_t storage_allocations() { return allocations; }
 
 Storage::Storage(size_t n) : nbytes(n) {
   ++allocations;
-  // Round up so aligned_alloc accepts the size; never allocate 0 bytes.
-  size_t rounded = ((n + 63) / 64) * 64;
-  data = std::aligned_alloc(64, rounded == 0 ? 64 : rounded);
-  if (!data) throw std::bad_alloc();
+  data = allocate(n);
 }
 
-Storage::~Storage() { std::free(data); }
+Storage::~Storage() { release(data, nbytes); }
 
 std::vector<int64_t> Array::contiguous_strides(const std::vector<int64_t>& shape) {
   std::vector<int64_t> strides(shape.size());

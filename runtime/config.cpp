@@ -55,6 +55,7 @@ const std::vector<Setting>& settings() {
       {"EMBER_EXTRA_PASSES", "comma list of passes to run after each pipeline's own, in order"},
       {"EMBER_VERIFY", "1 to run the verifier between passes (default on in debug builds), 0 to skip"},
       {"EMBER_NUM_THREADS", "threads a kernel's loop may use, the caller included (default: the machine's)"},
+      {"EMBER_ALLOCATOR_CACHE_MB", "freed large blocks kept for reuse, in MiB (default: a quarter of the memory)"},
       {"EMBER_CODEGEN", "0 to run every graph on the reference interpreter instead of generated kernels"},
       {"EMBER_CACHE_DIR", "on-disk cache directory (default ~/.cache/ember), or off"},
       {"EMBER_CACHE_MAX_MB", "the disk cache's size limit per kind of entry, in MiB (default 1024)"},

@@ -9,6 +9,7 @@
 #include "codegen/kernel_spec.h"
 #include "codegen/plan.h"
 #include "passes/fuse.h"
+#include "runtime/allocator.h"
 #include "runtime/thread_pool.h"
 #include "tests/catch.h"
 #include "tests/unit/helpers.h"
@@ -256,4 +257,19 @@ TEST_CASE("generated math functions: accurate against float64 on edge values", "
       }
     }
   }
+}
+
+TEST_CASE("the allocator hands a freed large block out again, aligned", "[runtime][allocator]") {
+  void* a = allocate(5 << 20);
+  CHECK(reinterpret_cast<uintptr_t>(a) % 64 == 0);
+  release(a, 5 << 20);
+  int64_t held = allocator_cached_bytes();
+  CHECK(held >= (5 << 20));
+  void* b = allocate((5 << 20) + 100);  // the same 2 MiB class
+  CHECK(b == a);
+  CHECK(allocator_cached_bytes() == held - (6 << 20));
+  release(b, (5 << 20) + 100);
+  void* small = allocate(100);
+  CHECK(reinterpret_cast<uintptr_t>(small) % 64 == 0);
+  release(small, 100);
 }

@@ -1,0 +1,87 @@
+#include "runtime/allocator.h"
+
+#include <unistd.h>
+
+#include <cstdlib>
+#include <map>
+#include <mutex>
+#include <new>
+#include <string>
+
+#include "runtime/config.h"
+
+namespace ember {
+
+namespace {
+
+constexpr size_t kLarge = size_t{1} << 20;
+constexpr size_t kClass = size_t{2} << 20;  // large blocks come in multiples of 2 MiB
+
+size_t size_class(size_t bytes) {
+  if (bytes < kLarge) return ((bytes + 63) / 64) * 64;
+  return ((bytes + kClass - 1) / kClass) * kClass;
+}
+
+class BlockCache {
+ public:
+  BlockCache() {
+    std::string v = config::get("EMBER_ALLOCATOR_CACHE_MB");
+    if (!v.empty()) limit_ = static_cast<size_t>(std::max(0LL, std::atoll(v.c_str()))) << 20;
+    else limit_ = static_cast<size_t>(sysconf(_SC_PHYS_PAGES)) * static_cast<size_t>(sysconf(_SC_PAGESIZE)) / 4;
+  }
+
+  void* take(size_t cls) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = free_.find(cls);
+    if (it == free_.end()) return nullptr;
+    void* p = it->second;
+    free_.erase(it);
+    held_ -= cls;
+    return p;
+  }
+
+  bool keep(void* p, size_t cls) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (held_ + cls > limit_) return false;
+    free_.emplace(cls, p);
+    held_ += cls;
+    return true;
+  }
+
+  int64_t held() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return static_cast<int64_t>(held_);
+  }
+
+ private:
+  std::mutex mu_;
+  std::multimap<size_t, void*> free_;
+  size_t held_ = 0, limit_ = 0;
+};
+
+BlockCache& blocks() {
+  static BlockCache* cache = new BlockCache;  // never destroyed: arrays may outlive statics
+  return *cache;
+}
+
+}  // namespace
+
+void* allocate(size_t bytes) {
+  size_t cls = size_class(bytes == 0 ? 1 : bytes);
+  if (cls >= kLarge)
+    if (void* p = blocks().take(cls)) return p;
+  void* p = std::aligned_alloc(64, cls);
+  if (!p) throw std::bad_alloc();
+  return p;
+}
+
+void release(void* p, size_t bytes) {
+  if (!p) return;
+  size_t cls = size_class(bytes == 0 ? 1 : bytes);
+  if (cls >= kLarge && blocks().keep(p, cls)) return;
+  std::free(p);
+}
+
+int64_t allocator_cached_bytes() { return blocks().held(); }
+
+}  // namespace ember
