@@ -7,19 +7,15 @@
 #include "ir/error.h"
 #include "passes/fuse.h"
 #include "runtime/config.h"
+#include "runtime/thread_pool.h"
 
 namespace ember::codegen {
 
 bool cpu_can_compute(const Node* n) {
   if (!n->info().is_elementwise() || n->num_outputs() != 1) return false;
-  std::vector<DType> args;
   std::vector<TensorType> types;
-  for (const Value& in : n->inputs()) {
-    args.push_back(in.type().dtype);
-    types.push_back(in.type());
-  }
-  DType compute = elementwise_compute_dtype(n->op, types, n->type().dtype);
-  return cpu::can_emit(n->op, args, compute, n->type().dtype);
+  for (const Value& in : n->inputs()) types.push_back(in.type());
+  return cpu::can_emit(n->op, elementwise_compute_dtype(n->op, types, n->type().dtype));
 }
 
 namespace {
@@ -40,7 +36,8 @@ std::vector<Value> group_outputs(const FusionGroup& group, const std::unordered_
 
 std::shared_ptr<const Executable> build_cpu_executable(std::unique_ptr<Graph> graph, CodegenStats& stats,
                                                        bool strict) {
-  std::vector<FusedStep> fused;
+  std::vector<FusedStep> steps;
+  std::vector<KernelSpec> specs;
   if (config::get("EMBER_CODEGEN") != "0") {
     std::unordered_set<const Node*> returned;
     for (const Value& v : graph->outputs()) returned.insert(v.node);
@@ -48,22 +45,36 @@ std::shared_ptr<const Executable> build_cpu_executable(std::unique_ptr<Graph> gr
       FusedStep step;
       step.outputs = group_outputs(group, returned);
       if (step.outputs.empty()) continue;  // dead: nothing reads it (DCE keeps only nodes that must run)
-      KernelSpec spec = spec_of_group(group.nodes, step.outputs, step.inputs);
-      try {
-        cpu::KernelBuild build = cpu::cpu_kernel(spec);
-        step.kernel = build.kernel;
-        stats.compiled += build.compiled;
-        stats.from_disk += build.from_disk;
-        stats.compile_ms += build.ms;
-      } catch (const cpu::CodegenError& e) {
-        if (strict) EMBER_THROW(Internal, e.what());
-        stats.failures.push_back(e.what());
-        config::warn(std::string("generating a kernel failed; its ops run on the interpreter: ") + e.what());
-        continue;
-      }
+      specs.push_back(spec_of_group(group.nodes, step.outputs, step.inputs));
       step.nodes.assign(group.nodes.begin(), group.nodes.end());
-      fused.push_back(std::move(step));
+      steps.push_back(std::move(step));
     }
+  }
+  // The kernels of one graph compile in parallel, each thread with its own MLIR context.
+  std::vector<cpu::KernelBuild> builds(specs.size());
+  std::vector<std::string> errors(specs.size());
+  parallel_for(static_cast<int64_t>(specs.size()), 1, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      try {
+        builds[i] = cpu::cpu_kernel(specs[i]);
+      } catch (const cpu::CodegenError& e) {
+        errors[i] = e.what();
+      }
+    }
+  });
+  std::vector<FusedStep> fused;
+  for (size_t i = 0; i < steps.size(); ++i) {
+    if (!errors[i].empty()) {
+      if (strict) EMBER_THROW(Internal, errors[i]);
+      stats.failures.push_back(errors[i]);
+      config::warn("generating a kernel failed; its ops run on the interpreter: " + errors[i]);
+      continue;
+    }
+    steps[i].kernel = builds[i].kernel;
+    stats.compiled += builds[i].compiled;
+    stats.from_disk += builds[i].from_disk;
+    stats.compile_ms += builds[i].ms;
+    fused.push_back(std::move(steps[i]));
   }
   stats.kernels = static_cast<int>(fused.size());
   return std::make_shared<const Executable>(std::move(graph), std::move(fused));

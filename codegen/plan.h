@@ -14,7 +14,7 @@ struct CodegenStats {
   int kernels = 0;           // kernel steps in the plan
   int compiled = 0;          // kernels compiled now
   int from_disk = 0;         // kernels loaded from the on-disk cache (the rest were in memory)
-  double compile_ms = 0;     // time spent compiling them
+  double compile_ms = 0;     // time spent compiling or loading them, summed over threads
   std::vector<std::string> failures;  // kernels that failed to compile (their groups run on the interpreter)
 };
 

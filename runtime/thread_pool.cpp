@@ -1,5 +1,7 @@
 #include "runtime/thread_pool.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
@@ -30,9 +32,12 @@ int configured_threads() {
 // One loop at a time: its body, its chunks and how many of them are still running.
 class Pool {
  public:
-  explicit Pool(int threads) {
+  explicit Pool(int threads) : owner_(getpid()) {
     for (int i = 1; i < threads; ++i) workers_.emplace_back([this] { work(); });
   }
+
+  // A forked child has the pool's memory but none of its threads: it runs loops serially.
+  bool usable() const { return getpid() == owner_; }
   ~Pool() {
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -99,6 +104,7 @@ class Pool {
     }
   }
 
+  pid_t owner_;
   std::vector<std::thread> workers_;
   std::mutex busy_;  // held by the thread whose loop is on the pool
   std::mutex mu_;
@@ -122,7 +128,7 @@ Pool& pool() {
 
 }  // namespace
 
-int num_threads() { return pool().size(); }
+int num_threads() { return pool().usable() ? pool().size() : 1; }
 
 void parallel_for(int64_t n, int64_t grain, const LoopBody& body) {
   if (n <= 0) return;
@@ -131,7 +137,7 @@ void parallel_for(int64_t n, int64_t grain, const LoopBody& body) {
   if (threads == 1 || n < 2 * grain) return body(0, n);
   // A few chunks per thread balance uneven work without many claims.
   int64_t chunk = std::max(grain, (n + 4 * threads - 1) / (4 * threads));
-  if (!pool().try_run(n, chunk, body)) body(0, n);
+  if (!pool().usable() || !pool().try_run(n, chunk, body)) body(0, n);
 }
 
 }  // namespace ember

@@ -4,7 +4,8 @@
 // body(begin, end) on them, the caller taking chunks too. A loop smaller than two grains runs on
 // the caller alone, so small tensors pay nothing. One loop runs on the pool at a time: a call
 // made while the pool is busy (another thread's loop, or a loop inside a loop) runs serially on
-// its caller. EMBER_NUM_THREADS sets the pool's size, the caller included (default: the
+// its caller, and so does every loop in a forked child (it has none of the pool's threads).
+// EMBER_NUM_THREADS sets the pool's size, the caller included (default: the
 // machine's hardware threads).
 #pragma once
 

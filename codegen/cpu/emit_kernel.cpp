@@ -119,6 +119,12 @@ class KernelWriter {
                   {"!llvm.ptr", 0});
   }
 
+  // The op that widens a stored element to its register type.
+  static const char* widen(DType dt) {
+    if (is_floating(dt)) return "arith.extf";  // float16: exact
+    return dt == DType::Bool || dt == DType::UInt8 ? "arith.extui" : "arith.extsi";
+  }
+
   Val load(size_t k, const Val& base, const std::string& j, int width) {
     DType dt = spec_.inputs[k].dtype;
     std::string elem = storage_type(dt);
@@ -127,7 +133,8 @@ class KernelWriter {
     Ty stored{elem, lanes};
     Val v = m_.let("llvm.load " + p.name + " {alignment = " + std::to_string(itemsize(dt)) + " : i64} : !llvm.ptr -> " + stored.str(), stored);
     Ty reg{register_type(dt), lanes};
-    if (elem != reg.elem) v = m_.convert(dt == DType::Bool || dt == DType::UInt8 ? "arith.extui" : "arith.extsi", v, reg);
+    if (dt == DType::BFloat16) v = bf16_value(m_, v);
+    else if (elem != reg.elem) v = m_.convert(widen(dt), v, reg);
     if (lanes != width) v = m_.let("vector.broadcast " + v.name + " : " + reg.str() + " to " + Ty{reg.elem, width}.str(), {reg.elem, width});
     return v;
   }
@@ -137,7 +144,8 @@ class KernelWriter {
     DType dt = spec_.dtype_of(spec_.outputs[out]);
     std::string elem = storage_type(dt);
     Val s = v;
-    if (elem != v.ty.elem) s = m_.convert("arith.trunci", v, v.ty.with(elem));
+    if (dt == DType::BFloat16) s = bf16_bits(m_, v);
+    else if (elem != v.ty.elem) s = m_.convert(is_floating(dt) ? "arith.truncf" : "arith.trunci", v, v.ty.with(elem));
     Val p = address(k, base, j, width, elem);
     m_.line("llvm.store " + s.name + ", " + p.name + " {alignment = " + std::to_string(itemsize(dt)) + " : i64} : " +
             s.ty.str() + ", !llvm.ptr");

@@ -192,14 +192,10 @@ struct Emitter {
   }
 };
 
-bool supported_dtype(DType t) { return t != DType::Float16 && t != DType::BFloat16; }
-
 }  // namespace
 
-bool can_emit(Op op, std::span<const DType> args, DType compute, DType out) {
-  if (!op_info(op).is_elementwise() || !supported_dtype(out) || !supported_dtype(compute)) return false;
-  for (DType d : args)
-    if (!supported_dtype(d)) return false;
+bool can_emit(Op op, DType compute) {
+  if (!op_info(op).is_elementwise()) return false;
   bool integer = compute_type(compute) == ComputeType::Int64;
   switch (op) {
     case Op::FloorDivide:
@@ -209,8 +205,31 @@ bool can_emit(Op op, std::span<const DType> args, DType compute, DType out) {
   }
 }
 
+Val bf16_bits(MlirText& m, const Val& f) {
+  Ty i32 = f.ty.with("i32");
+  Val x = m.let("arith.bitcast " + f.name + " : " + f.ty.str() + " to " + i32.str(), i32);
+  Val high = m.binary("arith.shrui", x, m.int_constant(16, i32));
+  Val odd = m.binary("arith.andi", high, m.int_constant(1, i32));
+  Val rounded = m.binary("arith.shrui", m.binary("arith.addi", x, m.binary("arith.addi", m.int_constant(0x7fff, i32), odd)),
+                         m.int_constant(16, i32));
+  Val quiet = m.binary("arith.ori", high, m.int_constant(0x40, i32));
+  Val r = m.select(m.cmp("arith.cmpf", "uno", f, f), quiet, rounded);
+  return m.convert("arith.trunci", r, f.ty.with("i16"));
+}
+
+Val bf16_value(MlirText& m, const Val& bits) {
+  Ty i32 = bits.ty.with("i32"), f32 = bits.ty.with("f32");
+  Val wide = m.binary("arith.shli", m.convert("arith.extui", bits, i32), m.int_constant(16, i32));
+  return m.let("arith.bitcast " + wide.name + " : " + i32.str() + " to " + f32.str(), f32);
+}
+
 Val convert_dtype(MlirText& m, const Val& v, DType from, DType to) {
   std::string reg = register_type(to);
+  if (to == DType::Float16) {  // round to it (through f32), held in f32
+    Val f = to_register(m, v, "f32");
+    return m.convert("arith.extf", m.convert("arith.truncf", f, f.ty.with("f16")), f.ty);
+  }
+  if (to == DType::BFloat16) return bf16_value(m, bf16_bits(m, to_register(m, v, "f32")));
   if (reg != "i64") return to_register(m, v, reg);  // floats: round to nearest
   if (to == DType::Bool) return from_bool(m, as_bool(m, v), v.ty.with("i64"));  // v != 0, NaN too
   (void)from;  // an integer holds its exact value whatever its dtype: wrap it to the new width

@@ -12,13 +12,20 @@
 
 namespace ember::codegen::cpu {
 
-// Whether the backend computes this op on operands of these dtypes, in `compute`, giving `out`. The rest runs on
-// the interpreter: float16/bfloat16, and integer ops that can raise (division, remainder and
-// negative powers of integers).
-bool can_emit(Op op, std::span<const DType> args, DType compute, DType out);
+// Whether the backend computes this op in `compute`.
+// Every elementwise op on every dtype (float16 and bfloat16 compute in float32, rounded once when
+// stored, as the interpreter does), except the integer ops that can raise: division and
+// remainder by zero, negative powers. Those run on the interpreter.
+bool can_emit(Op op, DType compute);
 
 // The instruction's result in the register type of its dtype.
 Val emit_op(MlirText& m, const KernelInstr& instr, std::span<const Val> args, std::span<const DType> arg_dtypes);
+
+// bfloat16 is stored as its bits and converted here, as ir/dtype.cpp does (round to nearest even,
+// NaN kept quiet): LLVM lowers a truncation to bfloat16 to a libm call (__truncsfbf2) that the
+// process may not have.
+Val bf16_bits(MlirText& m, const Val& f32);  // f32 -> i16
+Val bf16_value(MlirText& m, const Val& bits);  // i16 -> f32, exact
 
 // A value of dtype `from`, held in its register type, as a value of dtype `to` (the interpreter's
 // store into `to` followed by a load): rounding, saturation and wrapping included.

@@ -43,9 +43,9 @@ std::string storage_type(DType t) {
     case DType::Bool:
     case DType::Int8:
     case DType::UInt8: return "i8";
-    case DType::Int16:
-    case DType::Float16:
-    case DType::BFloat16: return "i16";
+    case DType::Int16: return "i16";
+    case DType::Float16: return "f16";
+    case DType::BFloat16: return "i16";  // its bits: converted by hand (see emit_ops.h)
     case DType::Int32: return "i32";
     case DType::Int64: return "i64";
     case DType::Float32: return "f32";

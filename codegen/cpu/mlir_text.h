@@ -60,6 +60,6 @@ class MlirText {
 
 // The storage type of a dtype's elements (bool is a byte) and the type it computes in.
 std::string storage_type(DType t);
-std::string register_type(DType t);  // f32, f64 or i64 (every integer and bool)
+std::string register_type(DType t);  // f32 (float16 and bfloat16 too), f64, or i64 (integers, bool)
 
 }  // namespace ember::codegen::cpu

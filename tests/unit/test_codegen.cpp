@@ -2,6 +2,9 @@
 // (counted), strided and broadcast operands, the thread pool, and what runs where.
 #include <ember/ember.h>
 
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <atomic>
 #include <cmath>
 
@@ -184,6 +187,16 @@ TEST_CASE("thread pool: every index once, nested loops serial, errors reach the 
                   }),
                   std::runtime_error);
   parallel_for(10, 1, [](int64_t, int64_t) {});  // the pool still works after an error
+  // A forked child has none of the pool's threads: its loops run serially instead of waiting.
+  pid_t pid = fork();
+  if (pid == 0) {
+    int64_t sum = 0;
+    parallel_for(100000, 10, [&](int64_t b, int64_t e) { sum += e - b; });
+    _exit(sum == 100000 && num_threads() == 1 ? 0 : 1);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  CHECK((WIFEXITED(status) && WEXITSTATUS(status) == 0));
 }
 
 TEST_CASE("EMBER_CODEGEN=0 runs every graph on the interpreter; the report says where ops ran",
