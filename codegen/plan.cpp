@@ -35,7 +35,7 @@ std::vector<Value> group_outputs(const FusionGroup& group, const std::unordered_
 }  // namespace
 
 std::shared_ptr<const Executable> build_cpu_executable(std::unique_ptr<Graph> graph, CodegenStats& stats,
-                                                       bool strict) {
+                                                       bool strict, bool static_buffers) {
   std::vector<FusedStep> steps;
   std::vector<KernelSpec> specs;
   if (config::get("EMBER_CODEGEN") != "0") {
@@ -77,7 +77,7 @@ std::shared_ptr<const Executable> build_cpu_executable(std::unique_ptr<Graph> gr
     fused.push_back(std::move(steps[i]));
   }
   stats.kernels = static_cast<int>(fused.size());
-  return std::make_shared<const Executable>(std::move(graph), std::move(fused));
+  return std::make_shared<const Executable>(std::move(graph), std::move(fused), static_buffers);
 }
 
 }  // namespace ember::codegen

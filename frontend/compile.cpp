@@ -156,7 +156,8 @@ std::shared_ptr<const Executable> CompiledState::compile(const Graph& g, GraphIn
     optimised = g.clone();
   }
   codegen::CodegenStats stats;
-  std::shared_ptr<const Executable> exec = codegen::build_cpu_executable(std::move(optimised), stats, options.strict);
+  std::shared_ptr<const Executable> exec = codegen::build_cpu_executable(std::move(optimised), stats, options.strict,
+                                                                                mode.static_memory_plan);
   info.compile_ms = ms_since(start);
   fill_info(exec->graph(), info);
   info.steps = exec->steps();

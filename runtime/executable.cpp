@@ -19,8 +19,8 @@ constexpr int kToEnd = std::numeric_limits<int>::max();
 
 }  // namespace
 
-Executable::Executable(std::unique_ptr<Graph> graph, std::vector<FusedStep> fused)
-    : graph_(std::move(graph)) {
+Executable::Executable(std::unique_ptr<Graph> graph, std::vector<FusedStep> fused, bool static_buffers)
+    : graph_(std::move(graph)), static_buffers_(static_buffers) {
   plan_slots(fused);
   order_steps();
   plan_buffers();
@@ -154,16 +154,17 @@ std::vector<Array> Executable::run(std::span<const Array> inputs, const SymbolVa
   int64_t allocations_before = storage_allocations();
   // Sizes once per call: each buffer holds, in turn, values of several types.
   std::vector<std::vector<int64_t>> shapes(slots_.size());
-  std::vector<std::shared_ptr<Storage>> buffers(buffer_slots_.size());
+  std::vector<size_t> sizes(buffer_slots_.size(), 0);
   for (size_t b = 0; b < buffer_slots_.size(); ++b) {
-    size_t bytes = 0;
     for (int s : buffer_slots_[b]) {
       const TensorType& t = slots_[s].value.type();
       shapes[s] = evaluate(t.shape, symbols);
-      bytes = std::max(bytes, static_cast<size_t>(checked_numel(op_name(slots_[s].value.node->op), shapes[s])) * itemsize(t.dtype));
+      sizes[b] = std::max(sizes[b], static_cast<size_t>(checked_numel(op_name(slots_[s].value.node->op), shapes[s])) *
+                                        itemsize(t.dtype));
     }
-    buffers[b] = std::make_shared<Storage>(bytes);
   }
+  Arena arena = take_arena(sizes);
+  std::vector<std::shared_ptr<Storage>>& buffers = arena.storages;
   std::vector<Array> values(slots_.size());
   for (size_t s = 0; s < slots_.size(); ++s) {
     if (slots_[s].home == Home::Input) values[s] = inputs[slots_[s].index];
@@ -201,6 +202,8 @@ std::vector<Array> Executable::run(std::span<const Array> inputs, const SymbolVa
   std::vector<Array> outputs;
   outputs.reserve(outputs_.size());
   for (int s : outputs_) outputs.push_back(values[s]);
+  values.clear();
+  give_back(std::move(arena));
   if (allocations) *allocations = storage_allocations() - allocations_before;
   return outputs;
 }
@@ -238,6 +241,33 @@ std::vector<std::string> Executable::interpreter_ops() const {
   for (const Step& s : steps_)
     if (!s.kernel && !s.node->info().is_view()) ops.emplace_back(s.node->info().name);
   return ops;
+}
+
+// A static plan keeps each shape's buffers from call to call: a buffer is reused when nothing
+// but the arena holds it any more (an output the caller still holds is not), so a steady-state
+// call allocates no buffer. Without one, every buffer is fresh.
+Executable::Arena Executable::take_arena(const std::vector<size_t>& sizes) const {
+  Arena arena;
+  if (static_buffers_) {
+    std::lock_guard<std::mutex> lock(arena_mu_);
+    auto it = std::find_if(arenas_.begin(), arenas_.end(), [&](const Arena& a) { return a.sizes == sizes; });
+    if (it != arenas_.end()) {
+      arena = std::move(*it);
+      arenas_.erase(it);
+    }
+  }
+  arena.sizes = sizes;
+  arena.storages.resize(sizes.size());
+  for (size_t b = 0; b < sizes.size(); ++b)
+    if (!arena.storages[b] || arena.storages[b].use_count() != 1) arena.storages[b] = std::make_shared<Storage>(sizes[b]);
+  return arena;
+}
+
+void Executable::give_back(Arena arena) const {
+  if (!static_buffers_) return;
+  std::lock_guard<std::mutex> lock(arena_mu_);
+  arenas_.push_back(std::move(arena));
+  if (arenas_.size() > kArenas) arenas_.erase(arenas_.begin());  // the least recently used shape
 }
 
 }  // namespace ember

@@ -14,6 +14,7 @@
 #pragma once
 
 #include <memory>
+#include <mutex>
 #include <span>
 #include <string>
 #include <vector>
@@ -44,8 +45,10 @@ struct FusedStep {
 
 class Executable {
  public:
-  // Every node runs on its interpreter kernel, except the groups in `fused`.
-  explicit Executable(std::unique_ptr<Graph> graph, std::vector<FusedStep> fused = {});
+  // Every node runs on its interpreter kernel, except the groups in `fused`. With
+  // `static_buffers` (reduce-overhead), each shape's buffers are kept from call to call.
+  explicit Executable(std::unique_ptr<Graph> graph, std::vector<FusedStep> fused = {},
+                      bool static_buffers = false);
   const Graph& graph() const { return *graph_; }
   // Thread-safe: all per-call state lives in the call. `allocations`, when given, receives the
   // storages this call allocated: one per buffer, plus kernel temporaries.
@@ -74,6 +77,14 @@ class Executable {
     std::vector<int> outputs;  // slots written, one per output
     std::vector<int> release;  // slots whose last use this is
   };
+  // One call's buffers, by their sizes in bytes.
+  struct Arena {
+    std::vector<size_t> sizes;
+    std::vector<std::shared_ptr<Storage>> storages;
+  };
+  static constexpr size_t kArenas = 8;  // shapes whose buffers a static plan keeps
+  Arena take_arena(const std::vector<size_t>& sizes) const;
+  void give_back(Arena arena) const;
   void plan_slots(const std::vector<FusedStep>& fused);
   void order_steps();
   void plan_buffers();
@@ -84,6 +95,9 @@ class Executable {
   std::vector<Step> steps_;
   std::vector<std::vector<int>> buffer_slots_;  // the slots each buffer holds, in turn
   std::vector<int> outputs_;
+  bool static_buffers_ = false;
+  mutable std::mutex arena_mu_;
+  mutable std::vector<Arena> arenas_;  // kept buffers, most recently used last
 };
 
 }  // namespace ember

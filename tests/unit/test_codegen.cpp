@@ -286,3 +286,38 @@ TEST_CASE("the allocator hands a freed large block out again, aligned", "[runtim
   CHECK(reinterpret_cast<uintptr_t>(small) % 64 == 0);
   release(small, 100);
 }
+
+TEST_CASE("reduce-overhead: a steady-state call allocates nothing; a held output is never reused",
+          "[codegen][reduce-overhead]") {
+  auto fn = [](const Tensor& x) {
+    Tensor a = exp(x) * 2.0;
+    Tensor s = sum(a, {1}, true);  // an interpreter step between two kernels: three buffers
+    return tanh(a - s);
+  };
+  auto f = compile(fn, Options{.mode = "reduce-overhead"});
+  Tensor x = uniform({16, 32}, 1), other = uniform({16, 32}, 2);
+  f(x);
+  f(x);
+  int64_t before = storage_allocations();
+  for (int i = 0; i < 5; ++i) (void)f(x);  // results dropped at once
+  CHECK(storage_allocations() - before <= 5);  // the sum's own temporaries (an interpreter step)
+  auto g = compile([](const Tensor& x) { return tanh(x * 3.0) + 1.0; }, Options{.mode = "reduce-overhead"});
+  g(x);
+  g(x);
+  before = storage_allocations();
+  for (int i = 0; i < 5; ++i) (void)g(x);
+  CHECK(storage_allocations() - before == 0);  // kernels only: nothing at all
+  // Held outputs keep their values: the next call writes elsewhere.
+  Tensor y1 = g(x), y2 = g(other);
+  CHECK(same_bits(y1, g(x)));
+  CHECK(y1.array().data() != y2.array().data());
+  CHECK(max_difference(y2, tanh(other * 3.0) + 1.0) < 1e-6);
+  // Another shape (a recompile, dynamic from now on): each shape keeps its own buffers.
+  Tensor small = uniform({3, 5}, 3);
+  CHECK(max_difference(g(small), tanh(small * 3.0) + 1.0) < 1e-6);
+  (void)g(x);
+  before = storage_allocations();
+  (void)g(small);
+  (void)g(x);
+  CHECK(storage_allocations() - before == 0);
+}
