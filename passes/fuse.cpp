@@ -13,8 +13,7 @@ namespace {
 class Fuser {
  public:
   Fuser(const Graph& g, const std::function<bool(const Node*)>& can_compute)
-      : can_compute_(can_compute), position_(g.id_bound(), -1), group_of_(g.id_bound(), -1),
-        in_set_(g.id_bound(), 0) {
+      : can_compute_(can_compute), position_(g.id_bound(), -1), group_of_(g.id_bound(), -1) {
     int p = 0;
     for (Node* n : g.nodes()) position_[n->id()] = p++;
     log_ = config::log_enabled("fusion");
@@ -45,14 +44,14 @@ class Fuser {
       }
       candidates.push_back(g);
     }
-    if (candidates.size() > 1 && !leaves_and_returns(with(n, candidates))) {
+    if (candidates.size() > 1 && !leaves_and_returns(n, candidates)) {
       for (size_t i = 1; i < candidates.size(); ++i) merge(candidates[i], candidates[0]);
       add(n, candidates[0]);
       if (log_) config::log("fusion", name(n) + " joins groups " + list(candidates) + ", merged into " + std::to_string(candidates[0]));
       return;
     }
     for (int g : candidates) {
-      if (const Node* path = leaves_and_returns(with(n, {g}))) {
+      if (const Node* path = leaves_and_returns(n, {g})) {
         why_not += " group " + std::to_string(g) + ": its value reaches here through " +
                    std::string(path->info().name) + ";";
         continue;
@@ -82,34 +81,33 @@ class Fuser {
     groups_[from].nodes.clear();
   }
 
-  // The nodes of groups `gs` and node n.
-  std::vector<const Node*> with(const Node* n, const std::vector<int>& gs) const {
-    std::vector<const Node*> set{n};
-    for (int g : gs) set.insert(set.end(), groups_[g].nodes.begin(), groups_[g].nodes.end());
-    return set;
-  }
-
-  // A node outside `set` that depends on the set and that the set depends on: then the set is not
-  // convex and cannot run as one step. Nodes before the set's first cannot depend on it, which
-  // bounds the search.
-  const Node* leaves_and_returns(const std::vector<const Node*>& set) {
-    ++mark_;
-    int start = std::numeric_limits<int>::max();
-    for (const Node* m : set) {
-      in_set_[m->id()] = mark_;
-      start = std::min(start, position_[m->id()]);
-    }
+  // A node outside the set {n} + groups `gs` that depends on the set and that the set depends
+  // on: then the set is not convex and cannot run as one step. Each group is convex alone, so a
+  // path out and back in ends at n, or (with several groups) at a member of another group: the
+  // search starts from n's inputs, and with several groups from every member's. Nodes before the
+  // set's first cannot depend on it, which bounds the search: joining a chain costs O(1).
+  const Node* leaves_and_returns(const Node* n, const std::vector<int>& gs) {
+    auto member = [&](const Node* m) {
+      return m == n || std::find(gs.begin(), gs.end(), group_of_[m->id()]) != gs.end();
+    };
+    int start = position_[n->id()];
+    for (int g : gs) start = std::min(start, position_[groups_[g].nodes.front()->id()]);
     std::vector<const Node*> stack;
-    std::unordered_set<const Node*> seen;
-    for (const Node* m : set)
+    auto push_inputs = [&](const Node* m) {
       for (const Value& in : m->inputs())
-        if (in_set_[in.node->id()] != mark_) stack.push_back(in.node);
+        if (!member(in.node)) stack.push_back(in.node);
+    };
+    push_inputs(n);
+    if (gs.size() > 1)
+      for (int g : gs)
+        for (const Node* m : groups_[g].nodes) push_inputs(m);
+    std::unordered_set<const Node*> seen;
     while (!stack.empty()) {
       const Node* m = stack.back();
       stack.pop_back();
       if (position_[m->id()] < start || !seen.insert(m).second) continue;
       for (const Value& in : m->inputs()) {
-        if (in_set_[in.node->id()] == mark_) return m;
+        if (member(in.node)) return m;
         stack.push_back(in.node);
       }
     }
@@ -128,8 +126,6 @@ class Fuser {
 
   const std::function<bool(const Node*)>& can_compute_;
   std::vector<int> position_, group_of_;
-  std::vector<int> in_set_;  // == mark_: in the set leaves_and_returns is checking
-  int mark_ = 0;
   std::vector<FusionGroup> groups_;
   bool log_ = false;
 };

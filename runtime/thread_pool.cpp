@@ -1,6 +1,6 @@
 #include "runtime/thread_pool.h"
 
-#include <unistd.h>
+#include <pthread.h>
 
 #include <algorithm>
 #include <atomic>
@@ -32,12 +32,13 @@ int configured_threads() {
 // One loop at a time: its body, its chunks and how many of them are still running.
 class Pool {
  public:
-  explicit Pool(int threads) : owner_(getpid()) {
+  explicit Pool(int threads) {
+    pthread_atfork(nullptr, nullptr, [] { forked_child = true; });
     for (int i = 1; i < threads; ++i) workers_.emplace_back([this] { work(); });
   }
 
   // A forked child has the pool's memory but none of its threads: it runs loops serially.
-  bool usable() const { return getpid() == owner_; }
+  bool usable() const { return !forked_child; }
   ~Pool() {
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -104,7 +105,7 @@ class Pool {
     }
   }
 
-  pid_t owner_;
+  static inline std::atomic<bool> forked_child{false};
   std::vector<std::thread> workers_;
   std::mutex busy_;  // held by the thread whose loop is on the pool
   std::mutex mu_;

@@ -17,75 +17,78 @@ namespace {
 // Elements a thread should have at least, so that small tensors stay on one thread.
 constexpr int64_t kGrainElements = 32768;
 
-// The domain's sizes and each operand's strides over it, collapsed: size-1 dims other than the
-// last are dropped (their index is always 0), and neighbours that every operand walks as one
-// (stride[d-1] == stride[d] * size[d]) merge. The kernel's rank is kept with leading 1s.
-struct Layout {
-  std::vector<int64_t> sizes;
-  std::vector<std::vector<int64_t>> strides;  // per operand
-
-  void collapse(int rank) {
-    std::vector<int> keep;
-    for (int d = 0; d < rank; ++d)
-      if (sizes[d] != 1 || d == rank - 1) keep.push_back(d);
-    std::vector<int64_t> s;
-    std::vector<std::vector<int64_t>> st(strides.size());
-    for (int d : keep) {
-      s.push_back(sizes[d]);
-      for (size_t k = 0; k < strides.size(); ++k) st[k].push_back(strides[k][d]);
-    }
-    // Merge from the inside out: dim i into dim i+1 when every operand allows it. An operand that
-    // broadcasts along the last dim has stride 0 on both, so it still does after a merge.
-    for (int i = static_cast<int>(s.size()) - 2; i >= 0; --i) {
+// The kernel's meta array ([Note: the CPU kernel ABI]): the domain's sizes, then each operand's
+// strides over it, collapsed: size-1 dims other than the last are dropped (their index is always
+// 0), and neighbours that every operand walks as one (stride[d-1] == stride[d] * size[d]) merge.
+// The kernel's rank is kept with leading 1s. Done in place, in a buffer the thread keeps, so a
+// launch allocates nothing.
+void collapse(int64_t* meta, int rank, size_t operands) {
+  int64_t* sizes = meta;
+  auto stride = [&](size_t k, int d) -> int64_t& { return meta[rank * (1 + k) + d]; };
+  int kept = 0;  // dims kept so far, packed at the front
+  for (int d = 0; d < rank; ++d) {
+    if (sizes[d] == 1 && d != rank - 1) continue;
+    if (kept > 0) {
+      // Merge into the previous kept dim when every operand allows it. An operand that
+      // broadcasts along both has stride 0 on both, and still does after the merge.
       bool mergeable = true;
-      for (size_t k = 0; k < st.size() && mergeable; ++k) mergeable = st[k][i] == st[k][i + 1] * s[i + 1];
-      if (!mergeable) continue;
-      s[i + 1] *= s[i];
-      s.erase(s.begin() + i);
-      for (auto& v : st) v.erase(v.begin() + i);
+      for (size_t k = 0; k < operands && mergeable; ++k) mergeable = stride(k, kept - 1) == stride(k, d) * sizes[d];
+      if (mergeable) {
+        sizes[kept - 1] *= sizes[d];
+        for (size_t k = 0; k < operands; ++k) stride(k, kept - 1) = stride(k, d);
+        continue;
+      }
     }
-    size_t pad = rank - s.size();
-    sizes.assign(pad, 1);
-    sizes.insert(sizes.end(), s.begin(), s.end());
-    for (size_t k = 0; k < strides.size(); ++k) {
-      strides[k].assign(pad, 0);
-      strides[k].insert(strides[k].end(), st[k].begin(), st[k].end());
-    }
+    sizes[kept] = sizes[d];
+    for (size_t k = 0; k < operands; ++k) stride(k, kept) = stride(k, d);
+    ++kept;
   }
-};
+  int pad = rank - kept;  // shift right: leading dims of size 1
+  for (int d = rank - 1; d >= 0; --d) {
+    bool real = d >= pad;
+    sizes[d] = real ? sizes[d - pad] : 1;
+    for (size_t k = 0; k < operands; ++k) stride(k, d) = real ? stride(k, d - pad) : 0;
+  }
+}
 
 }  // namespace
 
 void CpuKernel::run(std::span<const Array> inputs, std::span<const Array> outputs) const {
   const int rank = spec_.rank;
-  std::vector<int64_t> domain = outputs[0].shape();
-  if (domain.empty()) domain = {1};
-  Layout layout{domain, {}};
+  const size_t operands = inputs.size() + outputs.size();
+  thread_local std::vector<int64_t> meta_buffer;
+  thread_local std::vector<void*> buffer_list;
+  meta_buffer.assign(rank * (1 + operands), 0);
+  buffer_list.clear();
+  int64_t* meta = meta_buffer.data();
+  const std::vector<int64_t>& domain = outputs[0].shape();
+  int lead_out = rank - static_cast<int>(domain.size());  // 1 for a 0-d domain
+  for (int d = 0; d < rank; ++d) meta[d] = d < lead_out ? 1 : domain[d - lead_out];
   for (size_t k = 0; k < inputs.size(); ++k) {
     const Array& a = inputs[k];
-    std::vector<int64_t> st(rank, 0);
+    int64_t* st = meta + rank * (1 + k);
     int lead = rank - static_cast<int>(a.rank());
     for (int d = lead; d < rank; ++d)
       if (!spec_.inputs[k].broadcast[d]) st[d] = a.strides()[d - lead];
-    layout.strides.push_back(std::move(st));
+    buffer_list.push_back(a.data());
   }
-  for (const Array& out : outputs) {
-    std::vector<int64_t> st = Array::contiguous_strides(domain);
-    layout.strides.push_back(std::move(st));
+  for (size_t o = 0; o < outputs.size(); ++o) {
+    int64_t* st = meta + rank * (1 + inputs.size() + o);
+    int64_t step = 1;
+    for (int d = rank - 1; d >= 0; --d) {  // contiguous over the domain
+      st[d] = step;
+      step *= std::max<int64_t>(meta[d], 1);
+    }
+    buffer_list.push_back(outputs[o].data());
   }
-  layout.collapse(rank);
-  std::vector<int64_t> meta = layout.sizes;
-  for (const auto& st : layout.strides) meta.insert(meta.end(), st.begin(), st.end());
-  std::vector<void*> buffers;
-  for (const Array& a : inputs) buffers.push_back(a.data());
-  for (const Array& a : outputs) buffers.push_back(a.data());
+  collapse(meta, rank, operands);
 
-  int64_t inner = layout.sizes[rank - 1], rows = 1;
-  for (int d = 0; d + 1 < rank; ++d) rows *= layout.sizes[d];
+  int64_t inner = meta[rank - 1], rows = 1;
+  for (int d = 0; d + 1 < rank; ++d) rows *= meta[d];
   if (rows == 0 || inner == 0) return;
   KernelFn fn = fn_;
-  void* const* b = buffers.data();
-  const int64_t* m = meta.data();
+  void* const* b = buffer_list.data();
+  const int64_t* m = meta;
   if (rows * inner < 2 * kGrainElements || num_threads() == 1) return fn(0, rows, 0, inner, b, m);
   if (rows >= num_threads()) {
     parallel_for(rows, std::max<int64_t>(1, kGrainElements / inner),
