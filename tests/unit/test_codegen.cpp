@@ -321,3 +321,14 @@ TEST_CASE("reduce-overhead: a steady-state call allocates nothing; a held output
   (void)g(x);
   CHECK(storage_allocations() - before == 0);
 }
+
+TEST_CASE("fusion: gelu(x @ w + b) is one matmul and one kernel", "[codegen][fusion]") {
+  auto fn = [](const Tensor& x, const Tensor& w, const Tensor& b) { return gelu(matmul(x, w) + b); };
+  auto f = compile(fn);
+  Tensor x = uniform({8, 16}, 1), w = uniform({16, 32}, 2), b = uniform({32}, 3);
+  CHECK(max_difference(f(x, w, b), fn(x, w, b)) < 1e-5);
+  const GraphInfo& g = f.report().graphs.at(0);
+  CHECK(g.kernels == 1);
+  CHECK(g.interpreter_ops == std::vector<std::string>{"matmul"});
+  CHECK(g.steps == 2);
+}
