@@ -3,7 +3,7 @@ BUILD ?= build
 BUILD_TYPE ?= RelWithDebInfo
 JOBS ?= $(shell nproc)
 
-.PHONY: all setup configure build test demo bench tsan clean
+.PHONY: all setup configure build test demo bench bench-kernels tsan clean
 
 all: build
 
@@ -24,6 +24,14 @@ demo: build
 
 bench: build
 	./$(BUILD)/benchmarks/ember_bench_overhead
+
+# Generated kernels against the interpreter, PyTorch eager and torch.compile (installs torch).
+bench-kernels: build
+	@python3 -c "import torch" 2>/dev/null || pip install -q torch==2.13.0
+	./$(BUILD)/benchmarks/ember_bench_kernels --threads 1
+	python3 benchmarks/torch_kernels.py --threads 1
+	./$(BUILD)/benchmarks/ember_bench_kernels
+	python3 benchmarks/torch_kernels.py
 
 # The compile tests (8 threads with mixed shapes among them) under ThreadSanitizer, in their own build.
 tsan: setup

@@ -1,0 +1,91 @@
+"""PyTorch eager and torch.compile (Inductor, default mode) on ember_bench_kernels' shapes.
+
+The same four elementwise microbenchmarks, float32 [rows, 8192], with the same protocol: warm-up
+calls, then repeats with eager and compiled interleaved, medians; GB/s of compulsory traffic and
+its share of a copy measured in the same process; Inductor's cold compile time per graph.
+
+Usage: python3 benchmarks/torch_kernels.py [--threads N] [--rows R]
+(Until ember's Python bridge exists, ember's side runs in its own process: ember_bench_kernels.)
+"""
+import argparse
+import os
+import statistics
+import tempfile
+import time
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--threads", type=int, default=os.cpu_count())
+    parser.add_argument("--rows", type=int, default=16384)
+    args = parser.parse_args()
+    # A fresh Inductor cache, so the compile times are cold.
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = tempfile.mkdtemp(prefix="inductor-bench-")
+    import torch
+    import torch.nn.functional as F
+
+    torch.set_num_threads(args.threads)
+    rows, cols = args.rows, 8192
+    benches = {
+        "gelu": (1, lambda x, y, b: F.gelu(x)),
+        "bias + gelu": (1, lambda x, y, b: F.gelu(x + b)),
+        "add + relu": (2, lambda x, y, b: torch.relu(x + y)),
+        "10-op chain": (1, chain),
+    }
+    x = torch.rand(rows, cols)
+    y = torch.rand(rows, cols)
+    b = torch.rand(cols)
+    copy = copy_bandwidth(x)
+    print(f"torch {torch.__version__}, float32 [{rows}, {cols}], {torch.get_num_threads()} thread(s)")
+    print(f"copy bandwidth, measured now: {copy:.1f} GB/s (read + write)\n")
+    print("| benchmark | eager ms | torch.compile ms | Inductor cold compile s | compile GB/s | share of copy |")
+    print("|---|---|---|---|---|---|")
+    for name, (reads, fn) in benches.items():
+        compiled = torch.compile(fn)
+        t0 = time.perf_counter()
+        want = fn(x, y, b)
+        got = compiled(x, y, b)
+        cold = time.perf_counter() - t0
+        if not torch.allclose(want, got, rtol=1e-4, atol=1e-5):
+            print(f"| {name} | wrong result: no speed |")
+            continue
+        del want, got
+        eager_ms, compiled_ms = interleaved([lambda: fn(x, y, b), lambda: compiled(x, y, b)])
+        gbs = (reads + 1) * rows * cols * 4 / (compiled_ms / 1e3) / 1e9
+        print(f"| {name} | {eager_ms:.1f} | {compiled_ms:.1f} | {cold:.1f} | {gbs:.1f} | {100 * gbs / copy:.0f}% |")
+
+
+def chain(x, y, b):
+    t = x
+    for _ in range(5):
+        t = t * 0.5 + b
+    return t
+
+
+def copy_bandwidth(x):
+    import torch
+
+    out = torch.empty_like(x)
+    times = []
+    for _ in range(5):
+        t0 = time.perf_counter()
+        out.copy_(x)
+        times.append(time.perf_counter() - t0)
+    return 2 * x.numel() * 4 / statistics.median(times) / 1e9
+
+
+def interleaved(fns, warmup=3, repeats=15):
+    for _ in range(warmup):
+        for f in fns:
+            f()
+    times = [[] for _ in fns]
+    for _ in range(repeats):
+        for i, f in enumerate(fns):
+            t0 = time.perf_counter()
+            f()
+            times[i].append((time.perf_counter() - t0) * 1e3)
+    return [statistics.median(t) for t in times]
+
+
+if __name__ == "__main__":
+    main()
