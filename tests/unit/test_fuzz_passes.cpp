@@ -9,6 +9,7 @@
 #include <cstring>
 #include <random>
 
+#include "codegen/plan.h"
 #include "ir/error.h"
 #include "ir/graph.h"
 #include "modes/mode.h"
@@ -156,4 +157,57 @@ TEST_CASE("fuzz: the default pipeline never changes a result, and graphs round-t
   }
   CHECK(compared > 2500);
   CHECK(errors_both < 300);
+}
+
+namespace {
+
+// Generated code's tolerances for a graph of several ops: integers and bool exact, NaN where the
+// interpreter has NaN, equal infinities, |got - want| <= 1e-5 + 1e-4 |want| (TESTING.md's per-op
+// tolerance, loosened for chains whose errors compound).
+std::string mismatch(const Array& want, const Array& got) {
+  Array w = want.contiguous(), g = got.contiguous();
+  for (int64_t i = 0; i < w.numel(); ++i) {
+    double a = w.get(i), b = g.get(i);
+    bool same = is_floating(w.dtype())
+                    ? (std::isnan(a) ? std::isnan(b)
+                                     : (std::isinf(a) || std::isinf(b) ? a == b : std::abs(a - b) <= 1e-5 + 1e-4 * std::abs(a)))
+                    : w.get_int(i) == g.get_int(i);
+    if (!same) return "element " + std::to_string(i) + ": interpreter " + std::to_string(a) + ", generated " + std::to_string(b);
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST_CASE("fuzz: optimised graphs on generated code give the interpreter's results", "[fuzz][passes][codegen]") {
+  std::mt19937_64 rng(20261201);
+  Pipeline pipeline(default_mode().passes);
+  int compared = 0, kernels = 0;
+  for (int iter = 0; iter < 2000; ++iter) {
+    auto g = random_graph(rng);
+    INFO("graph " << iter << ":\n" << print(*g));
+    std::vector<Array> inputs;
+    for (const Node* in : g->inputs())
+      inputs.push_back(random_array(rng, in->type().dtype, static_shape(in->type().shape)));
+    pipeline.run(*g);
+    std::vector<Array> expected, got;
+    bool expected_error = false, got_error = false;
+    try { expected = run_graph(*g, inputs, {}); } catch (const Error&) { expected_error = true; }
+    codegen::CodegenStats stats;
+    auto exec = codegen::build_cpu_executable(g->clone(), stats, /*strict=*/true);
+    kernels += exec->kernel_steps();
+    try { got = exec->run(inputs, {}); } catch (const Error&) { got_error = true; }
+    REQUIRE(got_error == expected_error);  // kernels never raise; the ops that can stay interpreted
+    if (expected_error) continue;
+    REQUIRE(expected.size() == got.size());
+    for (size_t o = 0; o < expected.size(); ++o) {
+      REQUIRE(expected[o].dtype() == got[o].dtype());
+      REQUIRE(expected[o].shape() == got[o].shape());
+      INFO("output " << o << ": " << expected[o].str(64) << " vs " << got[o].str(64) << "\n" << exec->describe());
+      REQUIRE(mismatch(expected[o], got[o]) == "");
+    }
+    ++compared;
+  }
+  CHECK(compared > 1500);
+  CHECK(kernels > 1000);  // generated code really ran
 }
