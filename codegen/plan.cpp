@@ -36,6 +36,8 @@ std::vector<Value> group_outputs(const FusionGroup& group, const std::unordered_
 
 std::shared_ptr<const Executable> build_cpu_executable(std::unique_ptr<Graph> graph, CodegenStats& stats,
                                                        bool strict, bool static_buffers) {
+  if (config::dump_after("graph"))  // the graph code generation starts from
+    config::dump("graph-" + std::to_string(structural_hash(*graph)) + ".ir", print(*graph));
   std::vector<FusedStep> steps;
   std::vector<KernelSpec> specs;
   if (config::get("EMBER_CODEGEN") != "0") {

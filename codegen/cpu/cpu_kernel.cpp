@@ -124,6 +124,14 @@ bool wants_stages() {
   return false;
 }
 
+// A kernel stage is to be dumped: compile afresh, so that the dump is written even for a kernel
+// that a cache holds.
+bool dumping() {
+  for (const char* stage : {"kernel-spec", "mlir", "mlir-lowered", "llvm-ir", "asm"})
+    if (config::dump_after(stage)) return true;
+  return false;
+}
+
 // Bumped whenever the emitter or the lowering changes what a spec compiles to: old entries of the
 // disk cache must not be loaded for it.
 constexpr const char* kCodegenVersion = "cpu-3";
@@ -174,7 +182,8 @@ KernelBuild cpu_kernel(const KernelSpec& spec) {
   static std::mutex mu;
   static std::unordered_map<std::string, std::shared_ptr<const CpuKernel>> cache;
   std::string key = spec.hash();
-  {
+  bool fresh = dumping();
+  if (!fresh) {
     std::lock_guard<std::mutex> lock(mu);
     if (auto it = cache.find(key); it != cache.end()) return {it->second, false, false, 0};
   }
@@ -182,7 +191,7 @@ KernelBuild cpu_kernel(const KernelSpec& spec) {
   std::string name = "ember_k_" + key.substr(0, 24);
   std::string stored_as = disk_key(spec);
   KernelBuild build;
-  KernelFn fn = from_disk(stored_as, name);
+  KernelFn fn = fresh ? nullptr : from_disk(stored_as, name);
   build.from_disk = fn != nullptr;
   if (!fn) {
     fn = compile_now(spec, name, stored_as);

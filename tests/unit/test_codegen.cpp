@@ -6,6 +6,11 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
 #include <cmath>
 
 #include "codegen/cpu/cpu_kernel.h"
@@ -331,4 +336,33 @@ TEST_CASE("fusion: gelu(x @ w + b) is one matmul and one kernel", "[codegen][fus
   CHECK(g.kernels == 1);
   CHECK(g.interpreter_ops == std::vector<std::string>{"matmul"});
   CHECK(g.steps == 2);
+}
+
+TEST_CASE("every dump stage can be written: graph, spec, MLIR before and after lowering, LLVM IR, assembly",
+          "[codegen][dumps]") {
+  std::string dir = "/tmp/ember-dump-stages-" + std::to_string(getpid());
+  std::system(("rm -rf " + dir + " && mkdir -p " + dir).c_str());
+  {
+    test::ScopedEnv to_dir("EMBER_DUMP_DIR", dir.c_str());
+    test::ScopedEnv stages("EMBER_DUMP_AFTER", "graph,kernel-spec,mlir,mlir-lowered,llvm-ir,asm");
+    auto f = compile([](const Tensor& x) { return exp(x) + 1.0; });  // cached or not: dumps compile afresh
+    f(uniform({4}, 1));
+  }
+  std::map<std::string, std::string> found;  // suffix -> a file's text
+  for (const auto& e : std::filesystem::directory_iterator(dir)) {
+    std::string name = e.path().filename();
+    std::ifstream in(e.path());
+    std::stringstream text;
+    text << in.rdbuf();
+    for (const char* suffix : {".ir", ".spec", ".lowered.mlir", ".ll", ".s"})
+      if (name.size() > std::strlen(suffix) && name.ends_with(suffix)) found[suffix] = text.str();
+    if (name.ends_with(".mlir") && !name.ends_with(".lowered.mlir")) found[".mlir"] = text.str();
+  }
+  std::system(("rm -rf " + dir).c_str());
+  CHECK(found[".ir"].find("graph(") == 0);
+  CHECK(found[".spec"].find("kernel rank=1") == 0);
+  CHECK(found[".mlir"].find("func.func @ember_k_") != std::string::npos);
+  CHECK(found[".lowered.mlir"].find("llvm.func") != std::string::npos);
+  CHECK(found[".ll"].find("define void @ember_k_") != std::string::npos);
+  CHECK(found[".s"].find("ember_k_") != std::string::npos);
 }

@@ -2,7 +2,8 @@
 // the simplifier, constant folding and CSE (multi-output nodes included), run unoptimised and
 // through the default pipeline. Every pass is exact, so the outputs must be identical bit for bit
 // (the sign of zero, NaN signs and payloads, signalling NaNs quieted or not, all as eager), and
-// every graph must print and parse back to itself.
+// every graph must print and parse back to itself. The optimised graphs also run on generated
+// code, against the interpreter within tolerances.
 #include <bit>
 #include <cmath>
 #include <limits>
