@@ -122,6 +122,13 @@ std::unique_ptr<Graph> random_graph(std::mt19937_64& rng) {
   return g;
 }
 
+// Random values for each of the graph's inputs.
+std::vector<Array> random_inputs(std::mt19937_64& rng, const Graph& g) {
+  std::vector<Array> inputs;
+  for (const Node* in : g.inputs()) inputs.push_back(random_array(rng, in->type().dtype, static_shape(in->type().shape)));
+  return inputs;
+}
+
 }  // namespace
 
 TEST_CASE("fuzz: the default pipeline never changes a result, and graphs round-trip", "[fuzz][passes]") {
@@ -133,9 +140,7 @@ TEST_CASE("fuzz: the default pipeline never changes a result, and graphs round-t
     std::string text = print(*g);
     INFO("graph " << iter << ":\n" << text);
     REQUIRE(print(*parse_graph(text)) == text);
-    std::vector<Array> inputs;
-    for (const Node* in : g->inputs())
-      inputs.push_back(random_array(rng, in->type().dtype, static_shape(in->type().shape)));
+    std::vector<Array> inputs = random_inputs(rng, *g);
     auto optimised = g->clone();
     pipeline.run(*optimised);  // the verifier runs between passes (EMBER_VERIFY=1 under ctest)
     verify(*optimised);
@@ -187,9 +192,7 @@ TEST_CASE("fuzz: optimised graphs on generated code give the interpreter's resul
   for (int iter = 0; iter < 2000; ++iter) {
     auto g = random_graph(rng);
     INFO("graph " << iter << ":\n" << print(*g));
-    std::vector<Array> inputs;
-    for (const Node* in : g->inputs())
-      inputs.push_back(random_array(rng, in->type().dtype, static_shape(in->type().shape)));
+    std::vector<Array> inputs = random_inputs(rng, *g);
     pipeline.run(*g);
     std::vector<Array> expected, got;
     bool expected_error = false, got_error = false;
