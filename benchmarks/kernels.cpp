@@ -84,7 +84,7 @@ void compile_all(bool quiet) {
   for (const Bench& bench : kBenches) {
     auto f = compile(bench.fn);
     f(x, y, b);
-    const GraphInfo& g = f.report().graphs.at(0);
+    const GraphInfo g = f.report().graphs.at(0);  // a copy: report() returns by value
     if (!quiet)
       std::printf("  %-14s %d kernel(s): %d compiled in %.1f ms, %d from the disk cache\n", bench.name, g.kernels,
                   g.kernels_compiled, g.kernel_compile_ms, g.kernels_from_disk);

@@ -223,7 +223,7 @@ Val bf16_value(MlirText& m, const Val& bits) {
   return m.let("arith.bitcast " + wide.name + " : " + i32.str() + " to " + f32.str(), f32);
 }
 
-Val convert_dtype(MlirText& m, const Val& v, DType from, DType to) {
+Val convert_dtype(MlirText& m, const Val& v, DType to) {
   std::string reg = register_type(to);
   if (to == DType::Float16) {  // round to it (through f32), held in f32
     Val f = to_register(m, v, "f32");
@@ -232,7 +232,7 @@ Val convert_dtype(MlirText& m, const Val& v, DType from, DType to) {
   if (to == DType::BFloat16) return bf16_value(m, bf16_bits(m, to_register(m, v, "f32")));
   if (reg != "i64") return to_register(m, v, reg);  // floats: round to nearest
   if (to == DType::Bool) return from_bool(m, as_bool(m, v), v.ty.with("i64"));  // v != 0, NaN too
-  (void)from;  // an integer holds its exact value whatever its dtype: wrap it to the new width
+  // An integer holds its exact value whatever its dtype: wrap it to the new width.
   return wrap_to(m, v.ty.is_float() ? saturate_to_i64(m, v) : v, to);
 }
 
@@ -247,11 +247,11 @@ Val emit_op(MlirText& m, const KernelInstr& instr, std::span<const Val> args, st
     }
     // Loaded into the compute register type, then through the compute dtype when it differs.
     Val v = to_register(m, args[i], t.elem);
-    if (arg_dtypes[i] != compute) v = convert_dtype(m, v, arg_dtypes[i], compute);
+    if (arg_dtypes[i] != compute) v = convert_dtype(m, v, compute);
     a.push_back(v);
   }
   Val r = Emitter{m, t}.op(instr, a);
-  return convert_dtype(m, r, compute, instr.dtype);
+  return convert_dtype(m, r, instr.dtype);
 }
 
 }  // namespace ember::codegen::cpu

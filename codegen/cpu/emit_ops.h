@@ -27,8 +27,8 @@ Val emit_op(MlirText& m, const KernelInstr& instr, std::span<const Val> args, st
 Val bf16_bits(MlirText& m, const Val& f32);  // f32 -> i16
 Val bf16_value(MlirText& m, const Val& bits);  // i16 -> f32, exact
 
-// A value of dtype `from`, held in its register type, as a value of dtype `to` (the interpreter's
+// A value held in a register type (f32, f64 or i64) as a value of dtype `to` (the interpreter's
 // store into `to` followed by a load): rounding, saturation and wrapping included.
-Val convert_dtype(MlirText& m, const Val& v, DType from, DType to);
+Val convert_dtype(MlirText& m, const Val& v, DType to);
 
 }  // namespace ember::codegen::cpu

@@ -99,7 +99,7 @@ TEST_CASE("fusion: a chain of 10 elementwise ops is one kernel; views and reduct
   Tensor x = uniform({64, 33}, 1), b = uniform({33}, 2);
   Tensor y = f(x, b);
   CHECK(max_difference(y, chain(x, b)) < 1e-5);
-  const GraphInfo& g = f.report().graphs.at(0);
+  const GraphInfo g = f.report().graphs.at(0);  // a copy: report() returns by value
   CHECK(g.op_count == 15);
   CHECK(g.kernels == 1);
   CHECK(g.steps == 1);
@@ -112,7 +112,7 @@ TEST_CASE("fusion: a chain of 10 elementwise ops is one kernel; views and reduct
   auto h = compile([](const Tensor& x) { return exp(sum(x * 0.1, {1}, true) - x) + 1.0; });
   Tensor hx = uniform({8, 16}, 3);
   CHECK(max_difference(h(hx), exp(sum(hx * 0.1, {1}, true) - hx) + 1.0) < 1e-5);
-  const GraphInfo& hg = h.report().graphs.at(0);
+  const GraphInfo hg = h.report().graphs.at(0);  // a copy: report() returns by value
   CHECK(hg.kernels == 2);
   CHECK(hg.interpreter_ops == std::vector<std::string>{"sum"});
 }
@@ -130,7 +130,7 @@ TEST_CASE("fusion: groups stay convex and the plan orders them", "[codegen][fusi
   auto f = compile(fn);
   Tensor x = uniform({4, 6}, 5);
   CHECK(max_difference(f(x), fn(x)) < 1e-5);
-  const GraphInfo& g = f.report().graphs.at(0);
+  const GraphInfo g = f.report().graphs.at(0);  // a copy: report() returns by value
   CHECK(g.kernels == 2);  // {a} and {c, c * c}
   CHECK(g.steps == 3);
 }
@@ -216,7 +216,7 @@ TEST_CASE("EMBER_CODEGEN=0 runs every graph on the interpreter; the report says 
   }
   auto f = compile([](const Tensor& x) { return floor_divide(x.to(DType::Int32), full({}, 3, DType::Int32)) + 1; });
   f(x);
-  const GraphInfo& g = f.report().graphs.at(0);
+  const GraphInfo g = f.report().graphs.at(0);  // a copy: report() returns by value
   CHECK(g.interpreter_ops == std::vector<std::string>{"floor_divide"});  // integer division raises: not generated
   CHECK(f.report().text().find("on the interpreter: floor_divide x1") != std::string::npos);
   CHECK(f.report().json().find("\"interpreter_ops\": [\"floor_divide\"]") != std::string::npos);
@@ -332,7 +332,7 @@ TEST_CASE("fusion: gelu(x @ w + b) is one matmul and one kernel", "[codegen][fus
   auto f = compile(fn);
   Tensor x = uniform({8, 16}, 1), w = uniform({16, 32}, 2), b = uniform({32}, 3);
   CHECK(max_difference(f(x, w, b), fn(x, w, b)) < 1e-5);
-  const GraphInfo& g = f.report().graphs.at(0);
+  const GraphInfo g = f.report().graphs.at(0);  // a copy: report() returns by value
   CHECK(g.kernels == 1);
   CHECK(g.interpreter_ops == std::vector<std::string>{"matmul"});
   CHECK(g.steps == 2);
