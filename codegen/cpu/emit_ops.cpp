@@ -122,9 +122,11 @@ struct Emitter {
     Val r = m.unary(op, scaled);
     return m.select(tiny, m.binary("arith.subf", r, k(23 * log_of_2)), r);
   }
+  // a < 0 ? -a : (a == 0 ? 0 : a), as the interpreter: a NaN keeps its sign (absf would clear it).
   Val abs(const Val& a) {
-    if (is_float()) return m.unary("math.absf", a);
-    return m.select(cmp("olt", "slt", a, k(0)), m.binary("arith.subi", k(0), a), a);
+    if (!is_float()) return m.select(cmp("olt", "slt", a, k(0)), m.binary("arith.subi", k(0), a), a);
+    Val positive = m.select(m.cmp("arith.cmpf", "oeq", a, k(0)), k(0), a);
+    return m.select(m.cmp("arith.cmpf", "olt", a, k(0)), m.unary("arith.negf", a), positive);
   }
 
   Val op(const KernelInstr& instr, const std::vector<Val>& a) {

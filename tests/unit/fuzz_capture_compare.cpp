@@ -9,6 +9,7 @@
 
 #include "runtime/array.h"
 #include "tests/unit/fuzz_capture.h"
+#include "tests/unit/helpers.h"
 
 namespace ember::capture_fuzz {
 namespace {
@@ -19,12 +20,7 @@ bool loose_nan() { return env_str("EMBER_FUZZ_NAN_BITS") == "0" || tolerant(); }
 
 bool tolerant() { return env_str("EMBER_FUZZ_TOLERANCE") == "1"; }
 
-// Within the generated-code tolerances: equal infinities, or |c - e| <= 1e-5 + 1e-4 |e|. Looser
-// than one op's (TESTING.md), because a program chains several ops and their errors compound.
-bool close(double e, double c) {
-  if (std::isinf(e) || std::isinf(c)) return e == c;
-  return std::abs(c - e) <= 1e-5 + 1e-4 * std::abs(e);
-}
+
 
 // Prefix "[op]" of an ember message, to tell error classes apart.
 std::string op_of(const std::string& message) {
@@ -64,7 +60,7 @@ std::optional<Mismatch> compare_bytes(const Array& ea, const Array& ca, const st
     } else if (ev == 0 && cv == 0) {
       if (tolerant()) continue;
       cat = "sign of zero differs";
-    } else if (tolerant() && is_floating(ea.dtype()) && close(ev, cv)) {
+    } else if (tolerant() && is_floating(ea.dtype()) && test::within_chain_tolerance(ev, cv)) {
       continue;
     } else {
       cat = "values differ";

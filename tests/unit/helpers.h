@@ -1,6 +1,7 @@
 // Small helpers the unit tests share.
 #pragma once
 
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <optional>
@@ -42,6 +43,15 @@ inline bool same_bits(const std::vector<Tensor>& a, const std::vector<Tensor>& b
   for (size_t i = 0; i < a.size(); ++i)
     if (!same_bits(a[i], b[i])) return false;
   return true;
+}
+
+// Generated code against the interpreter over a program of several ops: NaN where it has NaN,
+// equal infinities, |got - want| <= 1e-5 + 1e-4 |want| (TESTING.md's per-op float32 tolerance,
+// loosened because a chain's errors compound).
+inline bool within_chain_tolerance(double want, double got) {
+  if (std::isnan(want) || std::isnan(got)) return std::isnan(want) && std::isnan(got);
+  if (std::isinf(want) || std::isinf(got)) return want == got;
+  return std::abs(got - want) <= 1e-5 + 1e-4 * std::abs(want);
 }
 
 // Sets an environment variable for the lifetime of a scope, restoring what was there.
