@@ -2,22 +2,28 @@
 BUILD ?= build
 BUILD_TYPE ?= RelWithDebInfo
 JOBS ?= $(shell nproc)
+PYTHON := $(CURDIR)/.venv/bin/python
 
-.PHONY: all setup configure build test demo bench bench-kernels tsan clean
+.PHONY: all setup configure build test pytest demo bench bench-kernels tsan clean
 
 all: build
 
 setup:
-	@bash scripts/setup.sh
+	@bash scripts/setup.sh $(BUILD)
 
 configure: setup
-	@cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) >/dev/null
+	@cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) -DPython3_EXECUTABLE=$(PYTHON) >/dev/null
 
 build: configure
 	@cmake --build $(BUILD) -j $(JOBS)
 
 test: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+	@$(MAKE) --no-print-directory pytest
+
+# The Python tests alone.
+pytest: build
+	EMBER_CACHE_DIR=$(CURDIR)/$(BUILD)/test-cache $(PYTHON) -m pytest -q tests/python
 
 demo: build
 	./$(BUILD)/benchmarks/ember_demo
@@ -36,7 +42,7 @@ bench-kernels: build
 # The compile tests (8 threads with mixed shapes among them) under ThreadSanitizer, in their own build.
 tsan: setup
 	@cmake -S . -B $(BUILD)-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS=-fsanitize=thread \
-		-DEMBER_BUILD_BENCHMARKS=OFF >/dev/null
+		-DEMBER_BUILD_BENCHMARKS=OFF -DEMBER_BUILD_PYTHON=OFF >/dev/null
 	@cmake --build $(BUILD)-tsan -j $(JOBS) --target ember_unit_tests
 	./$(BUILD)-tsan/tests/ember_unit_tests "~[sweep]"
 

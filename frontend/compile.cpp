@@ -20,7 +20,7 @@
 #include "ir/error.h"
 #include "modes/mode.h"
 #include "passes/pipeline.h"
-#include "codegen/plan.h"
+#include "frontend/graph_compile.h"
 #include "runtime/config.h"
 
 namespace ember {
@@ -33,10 +33,6 @@ std::string arg_str(const ArgValue& a) {
   if (auto* b = std::get_if<bool>(&a)) return *b ? "true" : "false";
   if (auto* s = std::get_if<std::string>(&a)) return "\"" + *s + "\"";
   return "tensor";
-}
-
-double ms_since(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
 }
 
 // Non-tensor arguments match when they are the same bits: -0.0 is not 0.0, and a NaN matches
@@ -122,7 +118,6 @@ class CompiledState : public SegmentCompiler {
   Traced trace_once(const CallArgs& call, const CompiledCore::Body& body, bool force_static, Attempt& attempt);
   std::shared_ptr<Entry> make_entry(const CallArgs& call, TraceContext& ctx, const std::vector<Tensor>& stand_ins,
                                     std::vector<Tensor>& outputs);
-  static void fill_info(const Graph& g, GraphInfo& info);
 };
 
 std::shared_ptr<const Executable> CompiledState::compile(const Graph& g, GraphInfo& info) {
@@ -145,28 +140,7 @@ std::shared_ptr<const Executable> CompiledState::compile(const Graph& g, GraphIn
       return it->second.exec;
     }
   }
-  auto start = std::chrono::steady_clock::now();
-  std::unique_ptr<Graph> optimised = g.clone();
-  try {
-    for (const PassTiming& t : pipeline.run(*optimised))
-      if (!t.skipped) info.pass_ms.emplace_back(t.pass, t.ms);
-  } catch (const std::exception& e) {  // ember::Error, or a SymbolicShapeError from a pass
-    if (options.strict) throw;
-    config::warn(std::string("compiling a graph failed; it runs unoptimised (eager) instead: ") + e.what());
-    optimised = g.clone();
-  }
-  codegen::CodegenStats stats;
-  std::shared_ptr<const Executable> exec = codegen::build_cpu_executable(std::move(optimised), stats, options.strict,
-                                                                                mode.static_memory_plan);
-  info.compile_ms = ms_since(start);
-  fill_info(exec->graph(), info);
-  info.steps = exec->steps();
-  info.buffers = exec->buffers();
-  info.kernels = exec->kernel_steps();
-  info.kernels_compiled = stats.compiled;
-  info.kernels_from_disk = stats.from_disk;
-  info.kernel_compile_ms = stats.compile_ms;
-  info.interpreter_ops = exec->interpreter_ops();
+  std::shared_ptr<const Executable> exec = compile_graph(g, mode, pipeline, options.strict, info);
   if (config::log_enabled("compile"))
     config::log("compile", "graph " + std::to_string(hash) + ": " + std::to_string(info.op_count) + " ops in " +
                                std::to_string(info.compile_ms) + " ms");
@@ -184,16 +158,6 @@ std::shared_ptr<const Executable> CompiledState::compile(const Graph& g, GraphIn
   auto [it, inserted] = segments.emplace(hash, Segment{exec, info});
   if (inserted) segment_order.push_back(hash);
   return it->second.exec;
-}
-
-void CompiledState::fill_info(const Graph& g, GraphInfo& info) {
-  info.op_count = 0;
-  for (const Node* n : g.nodes()) {
-    if (n->op == Op::Input || n->op == Op::Constant) continue;
-    ++info.op_count;
-    ++info.ops[std::string(n->info().name)];
-  }
-  info.ir = print(g);
 }
 
 namespace {

@@ -22,7 +22,13 @@ Storage::Storage(size_t n) : nbytes(n) {
   data = allocate(n);
 }
 
-Storage::~Storage() { release(data, nbytes); }
+Storage::Storage(void* external, size_t n, std::function<void()> release_fn)
+    : data(external), nbytes(n), external_release_(std::move(release_fn)) {}
+
+Storage::~Storage() {
+  if (external_release_) external_release_();
+  else release(data, nbytes);
+}
 
 std::vector<int64_t> Array::contiguous_strides(const std::vector<int64_t>& shape) {
   std::vector<int64_t> strides(shape.size());

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -17,11 +18,17 @@ int64_t storage_allocations();
 
 struct Storage {
   explicit Storage(size_t nbytes);
+  // Memory owned elsewhere (a PyTorch or NumPy tensor shared through DLPack): `release` runs
+  // when the last array viewing it is gone, instead of freeing `data`.
+  Storage(void* data, size_t nbytes, std::function<void()> release);
   ~Storage();
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
   void* data = nullptr;
   size_t nbytes = 0;
+
+ private:
+  std::function<void()> external_release_;  // set for memory owned elsewhere
 };
 
 class Array {

@@ -24,3 +24,28 @@ if ((${#missing[@]})); then
   $sudo apt-get update -q
   $sudo apt-get install -y -q --no-install-recommends "${missing[@]}"
 fi
+
+# The Python side: a virtual environment in the project (.venv) with what the package, its tests
+# and the benchmarks need, and ember installed into it from the build tree (a .pth file naming
+# <build>/python, where the build puts the package beside its compiled extension and entry
+# points). PyTorch 2.13.0 comes as a CPU build; torchvision and timm are not used (README).
+root=$(cd "$(dirname "$0")/.." && pwd)
+build_dir=${1:-build}
+venv="$root/.venv"
+python_packages=(torch==2.13.0 numpy pytest pybind11 transformers)
+if [[ ! -x "$venv/bin/python" ]]; then
+  echo "setup: creating $venv"
+  python3 -m venv "$venv"
+fi
+if ! "$venv/bin/python" - <<'PY'
+import importlib.util, sys
+missing = [m for m in ("torch", "numpy", "pytest", "pybind11", "transformers") if importlib.util.find_spec(m) is None]
+sys.exit(1 if missing else 0)
+PY
+then
+  echo "setup: installing ${python_packages[*]} into $venv"
+  "$venv/bin/pip" install -q "${python_packages[@]}"
+fi
+site=$("$venv/bin/python" -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")
+[[ "$build_dir" = /* ]] || build_dir="$root/$build_dir"
+echo "$build_dir/python" > "$site/ember-build.pth"

@@ -41,7 +41,6 @@ std::vector<Array> native_layer_norm(const Call& call) {
     mean.p[r] = m;
     rstd.p[r] = inv;
   }
-  DType t = call.dtypes[0];
   return {deliver(call, y.data, 0), deliver(call, mean.data, 1), deliver(call, rstd.data, 2)};
 }
 
@@ -77,7 +76,6 @@ std::vector<Array> native_batch_norm(const Call& call) {
     new_mean.p[c] = (1 - momentum) * running_mean[c] + momentum * m;
     new_var.p[c] = (1 - momentum) * running_var[c] + momentum * ss / (n - 1);
   }
-  DType t = call.dtypes[0];
   return {deliver(call, y.data, 0), deliver(call, mean.data, 1), deliver(call, invstd.data, 2),
           deliver(call, new_mean.data, 3), deliver(call, new_var.data, 4)};
 }

@@ -1,0 +1,407 @@
+"""ATen ops as ember ops: one lowering per ATen overload, keyed by its name ("aten.add.Tensor").
+
+A lowering gets the translation context `cx` and the node's arguments, with FX nodes replaced by
+what they stand for: an ember Value for a tensor, a sympy expression for a SymInt. It returns an
+ember Value, or a list of them for an op with several outputs. It raises Unsupported (or ember's
+ValueError/TypeError) for a case it does not cover; the node then runs on PyTorch as a torch call
+inside the compiled graph (see _translate.py), so a missing case costs speed, never correctness.
+"""
+import torch
+
+from ._symbols import Unsupported
+
+LOWERINGS = {}
+
+_DTYPES = {
+    torch.bool: "bool", torch.int8: "i8", torch.int16: "i16", torch.int32: "i32", torch.int64: "i64",
+    torch.uint8: "u8", torch.float16: "f16", torch.bfloat16: "bf16", torch.float32: "f32", torch.float64: "f64",
+}
+
+
+def ember_dtype(dtype):
+    if dtype not in _DTYPES:
+        raise Unsupported(f"dtype {dtype}")
+    return _DTYPES[dtype]
+
+
+def lowering(*names):
+    def register(fn):
+        for name in names:
+            LOWERINGS[name] = fn
+        return fn
+    return register
+
+
+def _is_value(x):
+    return hasattr(x, "dtype") and hasattr(x, "shape") and not isinstance(x, (int, float, bool, torch.Tensor))
+
+
+def _scalar_dtype(value, other):
+    """The dtype of a Python number's constant beside tensor `other`, as PyTorch promotes a
+    wrapped number: it never widens a tensor of its own kind, and a float beside integers gives
+    the default float (float32)."""
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, int):
+        return "i64"
+    return "f64" if other is not None and other.dtype in ("f16", "bf16", "f32", "f64") else "f32"
+
+
+def operand(cx, x, other=None):
+    if _is_value(x):
+        return x
+    if isinstance(x, (bool, int, float)):
+        return cx.graph.scalar(float(x), _scalar_dtype(x, other))
+    raise Unsupported(f"operand {type(x).__name__}")
+
+
+def _elementwise(name):
+    def lower(cx, *args, **kwargs):
+        if kwargs:
+            raise Unsupported(f"{name} with {sorted(kwargs)}")
+        tensors = [a for a in args if _is_value(a)]
+        first = tensors[0] if tensors else None
+        return cx.op(name, [operand(cx, a, first) for a in args])
+    return lower
+
+
+for _ember, _aten in [
+    ("abs", "abs"), ("neg", "neg"), ("exp", "exp"), ("exp2", "exp2"), ("log", "log"), ("log2", "log2"),
+    ("log1p", "log1p"), ("expm1", "expm1"), ("sqrt", "sqrt"), ("rsqrt", "rsqrt"), ("sin", "sin"), ("cos", "cos"),
+    ("tan", "tan"), ("tanh", "tanh"), ("sigmoid", "sigmoid"), ("relu", "relu"), ("erf", "erf"),
+    ("floor", "floor"), ("ceil", "ceil"), ("trunc", "trunc"), ("sign", "sign"), ("reciprocal", "reciprocal"),
+    ("logical_not", "logical_not"), ("isnan", "isnan"), ("isinf", "isinf"), ("silu", "silu"),
+]:
+    LOWERINGS[f"aten.{_aten}.default"] = _elementwise(_ember)
+
+for _ember, _aten in [
+    ("mul", "mul"), ("maximum", "maximum"), ("minimum", "minimum"), ("eq", "eq"), ("ne", "ne"), ("lt", "lt"),
+    ("le", "le"), ("gt", "gt"), ("ge", "ge"), ("remainder", "remainder"), ("bitwise_and", "bitwise_and"),
+    ("bitwise_or", "bitwise_or"), ("bitwise_xor", "bitwise_xor"),
+]:
+    LOWERINGS[f"aten.{_aten}.Tensor"] = _elementwise(_ember)
+    LOWERINGS[f"aten.{_aten}.Scalar"] = _elementwise(_ember)
+for _name in ["logical_and", "logical_or", "logical_xor"]:
+    LOWERINGS[f"aten.{_name}.default"] = _elementwise(_name)
+LOWERINGS["aten.div.Tensor"] = LOWERINGS["aten.div.Scalar"] = _elementwise("div")
+LOWERINGS["aten.pow.Tensor_Tensor"] = LOWERINGS["aten.pow.Tensor_Scalar"] = _elementwise("pow")
+LOWERINGS["aten.where.self"] = _elementwise("where")
+
+
+@lowering("aten.round.default")
+def _round(cx, x):
+    return cx.op("round", [x])
+
+
+@lowering("aten.gelu.default")
+def _gelu(cx, x, approximate="none"):
+    return cx.op("gelu", [x], {"approximate": approximate})
+
+
+@lowering("aten.add.Tensor", "aten.add.Scalar", "aten.sub.Tensor", "aten.sub.Scalar")
+def _add_sub(cx, a, b, alpha=1):
+    name = "add" if "add" in cx.target_name else "sub"
+    a = operand(cx, a, b if _is_value(b) else None)
+    b = operand(cx, b, a)
+    if alpha != 1:
+        b = cx.op("mul", [b, operand(cx, alpha, b)])
+    return cx.op(name, [a, b])
+
+
+@lowering("aten.rsub.Scalar", "aten.rsub.Tensor")
+def _rsub(cx, a, b, alpha=1):
+    """b - alpha * a"""
+    return cx.op("sub", [operand(cx, b, a), _scaled(cx, a, alpha)])
+
+
+def _scaled(cx, x, alpha):
+    return x if alpha == 1 else cx.op("mul", [x, operand(cx, alpha, x)])
+
+
+@lowering("aten.div.Tensor_mode")
+def _div_mode(cx, a, b, rounding_mode=None):
+    a = operand(cx, a, b if _is_value(b) else None)
+    b = operand(cx, b, a)
+    if rounding_mode is None:
+        return cx.op("div", [a, b])
+    if rounding_mode == "floor":
+        return cx.op("floor_divide", [a, b])
+    raise Unsupported("div with rounding_mode='trunc'")
+
+
+@lowering("aten.clamp.default", "aten.clamp.Tensor")
+def _clamp(cx, x, min=None, max=None):
+    if min is not None:
+        x = cx.op("maximum", [x, operand(cx, min, x)])
+    if max is not None:
+        x = cx.op("minimum", [x, operand(cx, max, x)])
+    return x
+
+
+@lowering("aten.clamp_min.default", "aten.clamp_min.Tensor")
+def _clamp_min(cx, x, lo):
+    return cx.op("maximum", [x, operand(cx, lo, x)])
+
+
+@lowering("aten.clamp_max.default", "aten.clamp_max.Tensor")
+def _clamp_max(cx, x, hi):
+    return cx.op("minimum", [x, operand(cx, hi, x)])
+
+
+@lowering("aten._to_copy.default")
+def _to_copy(cx, x, dtype=None, layout=None, device=None, pin_memory=None, non_blocking=False,
+             memory_format=None):
+    if device is not None and torch.device(device).type != "cpu":
+        raise Unsupported("a copy to another device")
+    if dtype is None:
+        return cx.copy(x)
+    return cx.op("cast", [x], {"dtype": ember_dtype(dtype)})
+
+
+@lowering("aten.clone.default")
+def _clone(cx, x, memory_format=None):
+    return cx.copy(x)
+
+
+@lowering("aten.alias.default", "aten.lift_fresh_copy.default")
+def _alias(cx, x):
+    return x
+
+
+# Views: every ember view op of a viewable input is a view at run time too.
+
+@lowering("aten.view.default", "aten._unsafe_view.default", "aten.reshape.default")
+def _view(cx, x, shape):
+    return cx.op("reshape", [x], {"shape": cx.shape(shape)})
+
+
+@lowering("aten.permute.default")
+def _permute(cx, x, dims):
+    return cx.op("permute", [x], {"dims": [int(d) for d in dims]})
+
+
+@lowering("aten.t.default")
+def _t(cx, x):
+    return x if len(x.shape) < 2 else cx.op("transpose", [x], {"dim0": 0, "dim1": 1})
+
+
+@lowering("aten.transpose.int")
+def _transpose(cx, x, dim0, dim1):
+    return cx.op("transpose", [x], {"dim0": dim0, "dim1": dim1})
+
+
+@lowering("aten.expand.default")
+def _expand(cx, x, shape, implicit=False):
+    return cx.op("expand", [x], {"shape": cx.shape(shape)})
+
+
+@lowering("aten.unsqueeze.default")
+def _unsqueeze(cx, x, dim):
+    return cx.op("unsqueeze", [x], {"axis": dim})
+
+
+@lowering("aten.squeeze.dim", "aten.squeeze.dims", "aten.squeeze.default")
+def _squeeze(cx, x, dims=()):
+    dims = [dims] if isinstance(dims, int) else list(dims)
+    rank = len(x.shape)
+    # PyTorch skips a named dim that is not 1; ember squeezes exactly the dims it is given.
+    keep = [d % rank for d in dims if x.shape[d % rank] == 1] if dims else \
+        [i for i, s in enumerate(x.shape) if s == 1]
+    return cx.op("squeeze", [x], {"axes": keep}) if keep else x
+
+
+@lowering("aten.slice.Tensor")
+def _slice(cx, x, dim=0, start=None, end=None, step=1):
+    size = x.shape[dim]
+    start = 0 if start is None else start
+    end = (2 ** 63 - 1) if end is None else end
+    for v in (start, end, step):
+        if not isinstance(v, int):
+            raise Unsupported("slice bounds that are sizes")
+    if start == 0 and end >= (size if isinstance(size, int) else 2 ** 62) and step == 1:
+        return x
+    return cx.op("slice", [x], {"axis": dim, "start": start, "end": min(end, 2 ** 62), "step": step})
+
+
+@lowering("aten.select.int")
+def _select(cx, x, dim, index):
+    if not isinstance(index, int):
+        raise Unsupported("select by a size")
+    end = index + 1 if index != -1 else 2 ** 62
+    return cx.op("squeeze", [cx.op("slice", [x], {"axis": dim, "start": index, "end": end})], {"axes": [dim]})
+
+
+@lowering("aten.cat.default")
+def _cat(cx, tensors, dim=0):
+    return cx.op("concat", list(tensors), {"axis": dim})
+
+
+@lowering("aten.constant_pad_nd.default")
+def _pad(cx, x, pad, value=0.0):
+    pads = [int(p) for p in pad]
+    return cx.op("pad", [x], {"pads": pads, "value": float(value)})
+
+
+@lowering("aten.embedding.default")
+def _embedding(cx, weight, indices, padding_idx=-1, scale_grad_by_freq=False, sparse=False):
+    return cx.op("embedding", [weight, indices])
+
+
+@lowering("aten.index_select.default")
+def _index_select(cx, x, dim, index):
+    return cx.op("index_select", [x, index], {"axis": dim})
+
+
+@lowering("aten.gather.default")
+def _gather(cx, x, dim, index, sparse_grad=False):
+    return cx.op("gather", [x, index], {"axis": dim})
+
+
+# Reductions
+
+def _axes(dims, rank):
+    if dims is None:
+        return []
+    dims = [dims] if isinstance(dims, int) else list(dims)
+    return [d % rank for d in dims] if rank else []
+
+
+def _reduce(name):
+    def lower(cx, x, dim=None, keepdim=False, dtype=None):
+        if dtype is not None:
+            x = cx.op("cast", [x], {"dtype": ember_dtype(dtype)})
+        return cx.op(name, [x], {"axes": _axes(dim, len(x.shape)), "keepdim": keepdim})
+    return lower
+
+
+LOWERINGS["aten.sum.dim_IntList"] = _reduce("sum")
+LOWERINGS["aten.mean.dim"] = _reduce("mean")
+LOWERINGS["aten.amax.default"] = _reduce("max")
+LOWERINGS["aten.amin.default"] = _reduce("min")
+LOWERINGS["aten.prod.dim_int"] = _reduce("prod")
+
+
+@lowering("aten.sum.default", "aten.mean.default")
+def _reduce_all(cx, x, dtype=None):
+    return _reduce("sum" if "sum" in cx.target_name else "mean")(cx, x, None, False, dtype)
+
+
+@lowering("aten.var.correction", "aten.std.correction")
+def _var(cx, x, dim=None, correction=None, keepdim=False):
+    name = "var" if "var" in cx.target_name else "std"
+    corr = 1.0 if correction is None else float(correction)
+    return cx.op(name, [x], {"axes": _axes(dim, len(x.shape)), "keepdim": keepdim, "correction": corr})
+
+
+@lowering("aten.argmax.default", "aten.argmin.default")
+def _arg(cx, x, dim=None, keepdim=False):
+    if dim is None:
+        raise Unsupported("argmax over all dims")
+    return cx.op("argmax" if "argmax" in cx.target_name else "argmin", [x], {"axis": dim, "keepdim": keepdim})
+
+
+@lowering("aten.max.dim", "aten.min.dim")
+def _max_dim(cx, x, dim, keepdim=False):
+    return cx.op_multi("max_dim" if "max" in cx.target_name else "min_dim", [x], {"axis": dim, "keepdim": keepdim})
+
+
+@lowering("aten._softmax.default", "aten._log_softmax.default")
+def _softmax(cx, x, dim, half_to_float=False):
+    if half_to_float:
+        raise Unsupported("softmax with half_to_float")
+    return cx.op("softmax" if "_softmax" == cx.target_name.split(".")[1] else "log_softmax", [x], {"axis": dim})
+
+
+# Contractions
+
+@lowering("aten.mm.default", "aten.bmm.default", "aten.matmul.default")
+def _mm(cx, a, b):
+    return cx.op("matmul", [a, b])
+
+
+@lowering("aten.addmm.default")
+def _addmm(cx, bias, a, b, beta=1, alpha=1):
+    out = _scaled(cx, cx.op("matmul", [a, b]), alpha)
+    return cx.op("add", [_scaled(cx, bias, beta), out]) if beta != 0 else out
+
+
+@lowering("aten.convolution.default")
+def _convolution(cx, x, w, bias, stride, padding, dilation, transposed, output_padding, groups):
+    if transposed or len(x.shape) != 4:
+        raise Unsupported("only 2-d convolution that is not transposed")
+    inputs = [x, w] + ([bias] if bias is not None else [])
+    return cx.op("conv2d", inputs, {"stride": list(stride), "padding": list(padding),
+                                    "dilation": list(dilation), "groups": groups})
+
+
+@lowering("aten.avg_pool2d.default")
+def _avg_pool(cx, x, kernel_size, stride=(), padding=(0, 0), ceil_mode=False, count_include_pad=True,
+              divisor_override=None):
+    if divisor_override is not None:
+        raise Unsupported("avg_pool2d with divisor_override")
+    return cx.op("avg_pool2d", [x], {"kernel": _pair(kernel_size), "stride": _pair(stride) if stride else [],
+                                     "padding": _pair(padding), "ceil_mode": ceil_mode,
+                                     "count_include_pad": count_include_pad})
+
+
+@lowering("aten._adaptive_avg_pool2d.default")
+def _adaptive_avg_pool(cx, x, output_size):
+    return cx.op("adaptive_avg_pool2d", [x], {"output_size": _pair(output_size)})
+
+
+def _pair(v):
+    v = [int(e) for e in (v if isinstance(v, (list, tuple)) else [v])]
+    return v * 2 if len(v) == 1 else v
+
+
+# Normalisation
+
+@lowering("aten.native_layer_norm.default")
+def _native_layer_norm(cx, x, normalized_shape, weight, bias, eps):
+    ndim = len(normalized_shape)
+    shape = x.shape[len(x.shape) - ndim:]
+    weight = weight if weight is not None else cx.full(shape, 1.0, x.dtype)
+    bias = bias if bias is not None else cx.full(shape, 0.0, x.dtype)
+    return cx.op_multi("native_layer_norm", [x, weight, bias], {"ndim": ndim, "eps": float(eps)})
+
+
+@lowering("aten._native_batch_norm_legit_no_training.default")
+def _batch_norm_inference(cx, x, weight, bias, running_mean, running_var, momentum, eps):
+    channels = [x.shape[1]]
+    weight = weight if weight is not None else cx.full(channels, 1.0, x.dtype)
+    bias = bias if bias is not None else cx.full(channels, 0.0, x.dtype)
+    out = cx.op("batch_norm", [x, running_mean, running_var, weight, bias], {"eps": float(eps)})
+    # The saved mean and rstd of inference batch norm are empty tensors.
+    empty = cx.full([0], 0.0, x.dtype)
+    return [out, empty, empty]
+
+
+# Creation
+
+@lowering("aten.full.default")
+def _full(cx, size, fill_value, dtype=None, layout=None, device=None, pin_memory=None):
+    dtype = ember_dtype(dtype) if dtype is not None else _scalar_dtype(fill_value, None)
+    if isinstance(fill_value, bool):
+        fill_value = float(fill_value)
+    if not isinstance(fill_value, (int, float)):
+        raise Unsupported("a fill value that is a size")
+    return cx.full(size, float(fill_value), dtype)
+
+
+@lowering("aten.scalar_tensor.default")
+def _scalar_tensor(cx, value, dtype=None, layout=None, device=None, pin_memory=None):
+    if not isinstance(value, (bool, int, float)):
+        raise Unsupported("a scalar that is a size")
+    return cx.full([], float(value), ember_dtype(dtype) if dtype is not None else "f32")
+
+
+@lowering("aten.arange.start_step", "aten.arange.default", "aten.arange.start")
+def _arange(cx, *args, dtype=None, layout=None, device=None, pin_memory=None):
+    start, end, step = (0, args[0], 1) if len(args) == 1 else (args[0], args[1], args[2] if len(args) > 2 else 1)
+    for v in (start, end, step):
+        if not isinstance(v, (int, float)):
+            raise Unsupported("arange bounds that are sizes")
+    if dtype is None:
+        dtype = torch.int64 if all(isinstance(v, int) for v in (start, end, step)) else torch.float32
+    return cx.op("arange", [], {"start": float(start), "end": float(end), "step": float(step),
+                                "dtype": ember_dtype(dtype)})

@@ -1,0 +1,82 @@
+"""Sizes: PyTorch's symbolic sizes (sympy expressions over Dynamo's symbols) as ember dims.
+
+An ember dim is an integer polynomial over symbols named s0, s1, ... by their ids in one ember
+graph. Each Dynamo symbol gets an id the first time it is seen, and the graph records where its
+value comes from at run time: a dim of a tensor input, or an int input.
+"""
+import sympy
+import torch
+
+
+class Unsupported(Exception):
+    """What the translation cannot express; the graph (or node) runs on PyTorch instead."""
+
+
+class Symbols:
+    def __init__(self, graph):
+        self._graph = graph
+        self.ids = {}       # sympy symbol -> ember id
+        self.sources = {}   # ember id -> ("size", input index, dim) or ("int", input index)
+
+    def dim(self, size):
+        """An ember dim (int or text) for an int, a SymInt or a sympy expression."""
+        if isinstance(size, torch.SymInt):
+            if size.node.is_nested_int():
+                raise Unsupported("nested ints")
+            expr = size.node.expr
+        elif isinstance(size, int):
+            return size
+        else:
+            expr = size
+        expr = sympy.expand(expr)
+        if expr.is_Integer:
+            return int(expr)
+        return self._text(expr)
+
+    def shape(self, sizes):
+        return [self.dim(s) for s in sizes]
+
+    def bind(self, size, source):
+        """Records `source` as where a bare symbol's value comes from (first source wins)."""
+        if not isinstance(size, torch.SymInt):
+            return
+        expr = size.node.expr
+        if isinstance(expr, sympy.Symbol):
+            sid = self._id(expr)
+            self.sources.setdefault(sid, source)
+
+    def check_bound(self):
+        missing = [str(s) for s, i in self.ids.items() if i not in self.sources]
+        if missing:
+            raise Unsupported(f"symbols {missing} are not the size of any input")
+
+    def values(self, args):
+        """This call's value of every symbol, from its arguments."""
+        out = [0] * len(self.ids)
+        for sid, src in self.sources.items():
+            out[sid] = args[src[1]].shape[src[2]] if src[0] == "size" else int(args[src[1]])
+        return out
+
+    def evaluate(self, expr, values):
+        """A sympy expression's value under this call's symbol values."""
+        if isinstance(expr, int):
+            return expr
+        return int(expr.subs({s: values[i] for s, i in self.ids.items()}))
+
+    def _id(self, symbol):
+        if symbol not in self.ids:
+            self.ids[symbol] = self._graph.symbol(2)
+        return self.ids[symbol]
+
+    def _text(self, expr):
+        if isinstance(expr, sympy.Symbol):
+            return f"s{self._id(expr)}"
+        if expr.is_Integer:
+            return str(int(expr))
+        if isinstance(expr, sympy.Add):
+            return " + ".join(f"({self._text(a)})" for a in expr.args)
+        if isinstance(expr, sympy.Mul):
+            return "*".join(f"({self._text(a)})" for a in expr.args)
+        if isinstance(expr, sympy.Pow) and expr.exp.is_Integer and int(expr.exp) > 0:
+            return "*".join([f"({self._text(expr.base)})"] * int(expr.exp))
+        raise Unsupported(f"size {expr} is not a polynomial of the input sizes")

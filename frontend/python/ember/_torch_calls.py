@@ -1,0 +1,93 @@
+"""Torch calls: ATen ops that run on PyTorch inside a compiled ember graph ([Note: torch calls]
+in frontend/python/src/torch_calls.h). This side keeps each call's op and its non-tensor
+arguments, and runs it when the plan reaches it."""
+import itertools
+import threading
+
+import torch
+
+from . import _C
+
+_calls = {}
+_ids = itertools.count(1)
+_state = threading.local()  # the symbol values of the call running on this thread
+
+
+class Call:
+    """One ATen op with its arguments: tensors by position in the node's inputs, sizes as sympy
+    expressions over the graph's symbols, everything else as it was."""
+
+    def __init__(self, target, args, kwargs, symbols):
+        self.target, self.args, self.kwargs, self.symbols = target, args, kwargs, symbols
+
+    def run(self, inputs, outputs):
+        tensors = [torch.from_dlpack(a) for a in inputs]
+        values = getattr(_state, "symbol_values", None)
+        args = _fill(self.args, tensors, self.symbols, values)
+        kwargs = _fill(self.kwargs, tensors, self.symbols, values)
+        result = self.target(*args, **kwargs)
+        results = [r for r in (result if isinstance(result, (tuple, list)) else [result])
+                   if isinstance(r, torch.Tensor)]
+        if len(results) != len(outputs):
+            raise RuntimeError(f"[torch] {self.target} returned {len(results)} tensors, expected {len(outputs)}")
+        for dst, src in zip(outputs, results):
+            out = torch.from_dlpack(dst)
+            if out.shape != src.shape or out.dtype != src.dtype:
+                raise RuntimeError(f"[torch] {self.target} returned {src.dtype}{list(src.shape)}, "
+                                   f"the graph expects {out.dtype}{list(out.shape)}")
+            out.copy_(src)
+
+
+class TensorArg:
+    def __init__(self, index):
+        self.index = index
+
+
+class SizeArg:
+    def __init__(self, expr):
+        self.expr = expr
+
+
+def _fill(template, tensors, symbols, values):
+    if isinstance(template, TensorArg):
+        return tensors[template.index]
+    if isinstance(template, SizeArg):
+        return symbols.evaluate(template.expr, values)
+    if isinstance(template, (list, tuple)):
+        return type(template)(_fill(t, tensors, symbols, values) for t in template)
+    if isinstance(template, dict):
+        return {k: _fill(v, tensors, symbols, values) for k, v in template.items()}
+    return template
+
+
+def register(call):
+    cid = next(_ids)
+    _calls[cid] = call
+    return cid
+
+
+def release(ids):
+    for cid in ids:
+        _calls.pop(cid, None)
+    _C.release_torch_calls(list(ids))
+
+
+def _run(cid, inputs, outputs):
+    _calls[cid].run(inputs, outputs)
+
+
+class symbol_values:
+    """Makes this call's symbol values visible to the torch calls it runs."""
+
+    def __init__(self, values):
+        self.values = values
+
+    def __enter__(self):
+        self.previous = getattr(_state, "symbol_values", None)
+        _state.symbol_values = self.values
+
+    def __exit__(self, *exc):
+        _state.symbol_values = self.previous
+
+
+_C.set_torch_call_runner(_run)

@@ -1,0 +1,268 @@
+"""An ATen-level FX graph (from AOTAutograd) as one compiled ember graph.
+
+Each placeholder becomes a graph input (a SymInt placeholder binds a symbol instead), each ATen
+node an ember op through its lowering (_lower.py), or a torch call when there is none or it
+declines the case. Every lowered node is checked against the dtype and shape PyTorch's meta
+says it has; a mismatch also makes it a torch call. get_attr tensors are inputs bound once.
+"""
+import operator
+import time
+import weakref
+
+import sympy
+import torch
+
+from . import _C, _torch_calls
+from ._lower import LOWERINGS, ember_dtype
+from ._symbols import Symbols, Unsupported
+
+
+class Context:
+    """What a lowering works with: the graph, sizes as dims, and the node being lowered."""
+
+    def __init__(self, graph, symbols):
+        self.graph = graph
+        self.symbols = symbols
+        self.target_name = ""
+
+    def op(self, name, inputs, attrs=None):
+        outs = self.graph.op(name, list(inputs), attrs or {})
+        if len(outs) != 1:
+            raise Unsupported(f"{name} has {len(outs)} outputs")
+        return outs[0]
+
+    def op_multi(self, name, inputs, attrs=None):
+        return list(self.graph.op(name, list(inputs), attrs or {}))
+
+    def shape(self, sizes):
+        return [self.symbols.dim(s) if not isinstance(s, int) else s for s in sizes]
+
+    def full(self, shape, value, dtype):
+        return self.op("full", [], {"shape": self.shape(shape), "value": float(value), "dtype": dtype})
+
+    def copy(self, x):
+        # Values are immutable in ember; a copy that PyTorch may mutate is made at the output
+        # if it would share memory with an input (see CompiledFx.__call__).
+        return x
+
+
+def _meta_types(val):
+    """The (dtype, shape) of each tensor in a node's meta value, None for other entries."""
+    vals = val if isinstance(val, (list, tuple)) else [val]
+    return [(v.dtype, list(v.shape)) if isinstance(v, torch.Tensor) else None for v in vals]
+
+
+def _is_size(val):
+    return isinstance(val, (torch.SymInt, int)) and not isinstance(val, bool)
+
+
+class CompiledFx:
+    """The callable AOTAutograd gets back: runs the ember plan on the call's tensors. It takes
+    them as one list (AOTAutograd's boxed convention), so it could free inputs early."""
+
+    def __init__(self, gm, mode, strict):
+        start = time.perf_counter()
+        # An instance attribute: the wrappers Dynamo puts around a backward compiler copy the
+        # instance's __dict__ (functools.wraps), not its class's attributes.
+        self._boxed_call = True
+        self.graph = _C.Graph()
+        self.symbols = Symbols(self.graph)
+        self.env = {}
+        self.inputs = []          # per ember input: ("arg", index) or ("const", tensor)
+        self.torch_calls = []     # ids of this graph's torch calls
+        self.torch_call_ops = {}  # ATen op -> count
+        self.lowered_ops = {}
+        self.outputs = None       # per FX output: ("ember", k) / ("size", expr) / ("value", v)
+        cx = Context(self.graph, self.symbols)
+        try:
+            for node in gm.graph.nodes:
+                self._translate(gm, node, cx)
+            self.symbols.check_bound()
+            self.compiled = _C.CompiledGraph(self.graph, mode, strict)
+        except BaseException:
+            _torch_calls.release(self.torch_calls)
+            raise
+        weakref.finalize(self, _torch_calls.release, list(self.torch_calls))
+        self.translate_ms = (time.perf_counter() - start) * 1e3
+        self.aliases_allowed = _outputs_that_alias_inputs(gm)
+
+    # --- translation -------------------------------------------------------------------------
+
+    def _translate(self, gm, node, cx):
+        if node.op == "placeholder":
+            self._placeholder(node)
+        elif node.op == "get_attr":
+            tensor = getattr(gm, node.target)
+            if not isinstance(tensor, torch.Tensor):
+                raise Unsupported(f"get_attr of {type(tensor).__name__}")
+            self.env[node] = self._add_input(("const", tensor.detach()), tensor)
+        elif node.op == "call_function":
+            self.env[node] = self._call(node, cx)
+        elif node.op == "output":
+            self._output(node)
+        else:
+            raise Unsupported(f"FX node kind {node.op}")
+
+    def _placeholder(self, node):
+        val = node.meta.get("val")
+        index = sum(1 for n in self.env if n.op == "placeholder")
+        if isinstance(val, torch.Tensor):
+            for d, size in enumerate(val.shape):
+                self.symbols.bind(size, ("size", index, d))
+            self.env[node] = self._add_input(("arg", index), val)
+        elif isinstance(val, torch.SymInt):
+            self.symbols.bind(val, ("int", index))
+            self.env[node] = val.node.expr
+        elif val is None or isinstance(val, (int, float, bool)):
+            self.env[node] = ("runtime", index)  # a plain value: read from the call
+        else:
+            raise Unsupported(f"an input of type {type(val).__name__}")
+
+    def _add_input(self, source, tensor):
+        if tensor.device.type != "cpu":
+            raise Unsupported(f"tensors on {tensor.device}")
+        if tensor.is_sparse or tensor.is_quantized or tensor.layout != torch.strided:
+            raise Unsupported("tensors that are not dense and strided")
+        self.inputs.append(source)
+        return self.graph.input(ember_dtype(tensor.dtype), self.symbols.shape(tensor.shape))
+
+    def _arg(self, a):
+        if isinstance(a, torch.fx.Node):
+            v = self.env[a]
+            if isinstance(v, tuple) and len(v) == 2 and v[0] == "runtime":
+                raise Unsupported("an op on a plain input value")
+            return v
+        if isinstance(a, (list, tuple)):
+            return type(a)(self._arg(x) for x in a)
+        if isinstance(a, torch.SymInt):
+            return a.node.expr
+        return a
+
+    def _call(self, node, cx):
+        target = node.target
+        val = node.meta.get("val")
+        if target is operator.getitem:
+            return self.env[node.args[0]][node.args[1]]
+        if _is_size(val):  # a size computation: known as an expression of the symbols
+            return val.node.expr if isinstance(val, torch.SymInt) else val
+        if not isinstance(target, torch._ops.OpOverload):
+            raise Unsupported(f"call of {target}")
+        name = str(target)
+        lower = LOWERINGS.get(name)
+        if lower is not None:
+            try:
+                cx.target_name = name
+                out = lower(cx, *self._arg(node.args), **{k: self._arg(v) for k, v in node.kwargs.items()})
+                if self._matches(out, val):
+                    self.lowered_ops[name] = self.lowered_ops.get(name, 0) + 1
+                    return out
+            except (Unsupported, ValueError, TypeError, NotImplementedError):
+                pass
+        return self._torch_call(node, target, val)
+
+    def _matches(self, out, val):
+        outs = out if isinstance(out, list) else [out]
+        metas = _meta_types(val)
+        if len(outs) != len(metas):
+            return False
+        for o, m in zip(outs, metas):
+            if m is None:
+                continue
+            if o.dtype != ember_dtype(m[0]) or o.shape != self.symbols.shape(m[1]):
+                return False
+        return True
+
+    def _torch_call(self, node, target, val):
+        tensors = []
+
+        def template(a):
+            if isinstance(a, torch.fx.Node):
+                v = self.env[a]
+                if isinstance(v, sympy.Expr) or isinstance(v, int):
+                    return _torch_calls.SizeArg(v)
+                if isinstance(v, tuple) and len(v) == 2 and v[0] == "runtime":
+                    raise Unsupported("a torch call on a plain input value")
+                if v is None:
+                    return None
+                tensors.append(v)
+                return _torch_calls.TensorArg(len(tensors) - 1)
+            if isinstance(a, (list, tuple)):
+                return type(a)(template(x) for x in a)
+            if isinstance(a, torch.SymInt):
+                return _torch_calls.SizeArg(a.node.expr)
+            return a
+
+        args = template(node.args)
+        kwargs = {k: template(v) for k, v in node.kwargs.items()}
+        metas = _meta_types(val)
+        out_types = [(ember_dtype(m[0]), self.symbols.shape(m[1])) for m in metas if m is not None]
+        if not out_types:
+            raise Unsupported(f"{target} returns no tensor")
+        pure = not (torch.Tag.nondeterministic_seeded in target.tags)
+        call = _torch_calls.Call(target, args, kwargs, self.symbols)
+        cid = _torch_calls.register(call)
+        self.torch_calls.append(cid)
+        outs = iter(self.graph.torch_call(cid, pure, tensors, out_types))
+        self.torch_call_ops[str(target)] = self.torch_call_ops.get(str(target), 0) + 1
+        values = [next(outs) if m is not None else None for m in metas]
+        return values if isinstance(val, (list, tuple)) else values[0]
+
+    def _output(self, node):
+        results = node.args[0]
+        results = results if isinstance(results, (list, tuple)) else [results]
+        ember_outs, self.outputs = [], []
+        for r in results:
+            v = self.env[r] if isinstance(r, torch.fx.Node) else r
+            if v is None or isinstance(v, (int, float, bool)) and not isinstance(r, torch.fx.Node):
+                self.outputs.append(("value", v))
+            elif isinstance(v, (sympy.Expr, int)):
+                self.outputs.append(("size", v))
+            elif isinstance(v, tuple) and len(v) == 2 and v[0] == "runtime":
+                self.outputs.append(("runtime", v[1]))
+            else:
+                self.outputs.append(("ember", len(ember_outs)))
+                ember_outs.append(v)
+        self.graph.set_outputs(ember_outs)
+
+    # --- running -----------------------------------------------------------------------------
+
+    def __call__(self, args):
+        values = self.symbols.values(args)
+        # Detached: DLPack does not export tensors that require grad, and autograd is
+        # AOTAutograd's business around this call.
+        inputs = [args[src].detach() if kind == "arg" else src for kind, src in self.inputs]
+        with _torch_calls.symbol_values(values):
+            arrays, aliases = self.compiled.run(inputs, values)
+        tensors = [torch.from_dlpack(a) for a in arrays]
+        out = []
+        for k, (kind, v) in enumerate(self.outputs):
+            if kind == "ember":
+                t = tensors[v]
+                if aliases[v] and not self.aliases_allowed[k]:
+                    t = t.clone()  # PyTorch may mutate an output it believes is fresh
+                out.append(t)
+            elif kind == "size":
+                out.append(self.symbols.evaluate(v, values))
+            elif kind == "runtime":
+                out.append(args[v])
+            else:
+                out.append(v)
+        return out
+
+
+def _outputs_that_alias_inputs(gm):
+    """Per output: whether PyTorch itself makes it a view of an input (a chain of view ops from
+    a placeholder), so sharing the input's memory is what eager does."""
+    aliases = {}
+    for node in gm.graph.nodes:
+        if node.op == "placeholder":
+            aliases[node] = True
+        elif node.op == "call_function" and isinstance(node.target, torch._ops.OpOverload):
+            is_view = node.target.is_view and node.args and isinstance(node.args[0], torch.fx.Node)
+            aliases[node] = bool(is_view and aliases.get(node.args[0], False))
+        else:
+            aliases[node] = False
+        if node.op == "output":
+            results = node.args[0] if isinstance(node.args[0], (list, tuple)) else [node.args[0]]
+            return [isinstance(r, torch.fx.Node) and aliases.get(r, False) for r in results]
+    return []

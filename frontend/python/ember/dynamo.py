@@ -1,0 +1,75 @@
+"""ember as a TorchDynamo backend: Dynamo captures, AOTAutograd lowers to core ATen (forward and
+backward graphs), ember compiles each graph (_translate.py). Registered under the entry point
+"torch_dynamo_backends" as "ember", so `torch.compile(model, backend="ember")` works without
+importing ember first.
+"""
+import functools
+import time
+import warnings
+
+import torch
+from torch._dynamo.backends.common import aot_autograd
+
+from . import _report
+from ._symbols import Unsupported
+
+MODES = ("default", "reduce-overhead", "max-autotune")
+OPTIONS = {"strict": bool}
+
+
+def check_settings(mode, options):
+    """A ValueError naming the valid choices for an unknown mode or option."""
+    mode = "default" if mode is None else mode
+    if mode not in MODES:
+        raise ValueError(f"ember: unknown mode {mode!r}; valid modes: {', '.join(MODES)}")
+    options = dict(options or {})
+    for key, value in options.items():
+        if key not in OPTIONS:
+            raise ValueError(f"ember: unknown option {key!r}; valid options: {', '.join(sorted(OPTIONS))}")
+        if not isinstance(value, OPTIONS[key]):
+            raise ValueError(f"ember: option {key!r} takes {OPTIONS[key].__name__}, not {type(value).__name__}")
+    return mode, options
+
+
+def make_backend(mode="default", options=None, report=None):
+    """A Dynamo backend compiling with ember under `mode`; each graph it compiles is recorded in
+    `report` (an ember Report), or in the process-wide one."""
+    mode, options = check_settings(mode, options)
+    strict = options.get("strict", False)
+    report = report if report is not None else _report.GLOBAL
+
+    def compiler(kind, gm, example_inputs):
+        return _compile_graph(gm, kind, mode, strict, report)
+
+    from torch._decomp import core_aten_decompositions
+    backend = aot_autograd(
+        fw_compiler=functools.partial(compiler, "forward"),
+        bw_compiler=functools.partial(compiler, "backward"),
+        inference_compiler=functools.partial(compiler, "inference"),
+        decompositions=core_aten_decompositions(),
+    )
+    backend.__name__ = "ember"
+    return backend
+
+
+def ember_backend(gm, example_inputs, mode=None, options=None):
+    """The "ember" backend of torch.compile; torch.compile's `mode` and `options` arrive here."""
+    return make_backend(mode, options)(gm, example_inputs)
+
+
+def _compile_graph(gm, kind, mode, strict, report):
+    from ._translate import CompiledFx
+    start = time.perf_counter()
+    try:
+        compiled = CompiledFx(gm, mode, strict)
+    except Exception as e:  # any failure of ours: this graph runs on PyTorch, the program goes on
+        if strict:
+            raise
+        reason = f"{type(e).__name__}: {e}"
+        warnings.warn(f"ember: compiling a {kind} graph failed; it runs on PyTorch instead ({reason})",
+                      RuntimeWarning, stacklevel=2)
+        report.add_graph(_report.GraphRecord.fallback(kind, gm, reason, time.perf_counter() - start))
+        from functorch.compile import make_boxed_func
+        return make_boxed_func(gm)
+    report.add_graph(_report.GraphRecord.compiled(kind, gm, compiled, time.perf_counter() - start))
+    return compiled

@@ -1,0 +1,247 @@
+// ember._C.Graph (a graph built node by node, as the FX translation does) and
+// ember._C.CompiledGraph (its plan under a mode, run on arrays).
+#include "graph.h"
+
+#include <pybind11/stl.h>
+
+#include <memory>
+
+#include "arrays.h"
+#include "frontend/graph_compile.h"
+#include "ir/builder.h"
+#include "ir/error.h"
+#include "torch_calls.h"
+
+namespace py = pybind11;
+
+namespace ember::python {
+
+namespace {
+
+// A graph under construction; values keep it alive.
+struct GraphHolder {
+  Graph graph;
+};
+
+struct PyValue {
+  std::shared_ptr<GraphHolder> owner;
+  Value value;
+};
+
+DType dtype_arg(const std::string& name) {
+  auto d = parse_dtype(name);
+  if (!d) EMBER_THROW(Value, "unknown dtype '", name, "'");
+  return *d;
+}
+
+Dim dim_arg(const py::handle& h) {
+  if (py::isinstance<py::str>(h)) return parse_dim(h.cast<std::string>());
+  return Dim(h.cast<int64_t>());
+}
+
+Shape shape_arg(const py::handle& h) {
+  Shape s;
+  for (py::handle d : h) s.push_back(dim_arg(d));
+  return s;
+}
+
+py::list shape_out(const Shape& s) {
+  py::list out;
+  for (const Dim& d : s) {
+    if (d.is_static()) out.append(d.value());
+    else out.append(d.str());
+  }
+  return out;
+}
+
+// A Python value as the attribute `spec` of an op declares it.
+Attr attr_arg(std::string_view op, const std::string& name, AttrType type, const py::handle& h) {
+  switch (type) {
+    case AttrType::Int:
+      if (py::isinstance<py::bool_>(h) || !py::isinstance<py::int_>(h)) break;
+      return h.cast<int64_t>();
+    case AttrType::Float:
+      if (py::isinstance<py::bool_>(h)) break;
+      if (py::isinstance<py::float_>(h) || py::isinstance<py::int_>(h)) return h.cast<double>();
+      break;
+    case AttrType::Bool:
+      if (py::isinstance<py::bool_>(h)) return h.cast<bool>();
+      break;
+    case AttrType::DType:
+      if (py::isinstance<py::str>(h)) return dtype_arg(h.cast<std::string>());
+      break;
+    case AttrType::Ints:
+      if (py::isinstance<py::sequence>(h) && !py::isinstance<py::str>(h)) return h.cast<std::vector<int64_t>>();
+      break;
+    case AttrType::Shape:
+      if (py::isinstance<py::sequence>(h) && !py::isinstance<py::str>(h)) return shape_arg(h);
+      break;
+    case AttrType::String:
+      if (py::isinstance<py::str>(h)) return h.cast<std::string>();
+      break;
+    case AttrType::Literal: break;
+  }
+  EMBER_THROW(Type, "[", op, "] attribute '", name, "' takes ", attr_type_name(type), ", not ",
+              std::string(py::str(py::type::of(h).attr("__name__"))));
+}
+
+Attrs attrs_arg(Op op, const py::dict& d) {
+  const OpInfo& info = op_info(op);
+  Attrs attrs;
+  for (auto [key, value] : d) {
+    std::string name = key.cast<std::string>();
+    const AttrSpec* spec = nullptr;
+    for (const AttrSpec& s : info.attrs)
+      if (s.name == name) spec = &s;
+    if (!spec) EMBER_THROW(Value, "[", info.name, "] has no attribute '", name, "'");
+    attrs[name] = attr_arg(info.name, name, spec->type, value);
+  }
+  return attrs;
+}
+
+class PyGraph {
+ public:
+  PyGraph() : holder_(std::make_shared<GraphHolder>()) {}
+  Graph& graph() { return holder_->graph; }
+
+  int symbol(int64_t min) { return graph().add_symbol({min}); }
+  PyValue input(const std::string& dtype, const py::handle& shape) {
+    return wrap(graph().add_input({dtype_arg(dtype), shape_arg(shape)}));
+  }
+  PyValue scalar(double value, const std::string& dtype) {
+    return wrap(Builder(graph()).scalar(value, dtype_arg(dtype)));
+  }
+  py::list op(const std::string& name, const std::vector<PyValue>& inputs, const py::dict& attrs) {
+    auto op = parse_op(name);
+    if (!op || *op == Op::Input || *op == Op::Constant || *op == Op::Extern)
+      EMBER_THROW(Value, "unknown op '", name, "'");
+    return wrap_all(Builder(graph()).op_multi(*op, values(inputs), attrs_arg(*op, attrs)));
+  }
+  py::list torch_call(int64_t id, bool pure, const std::vector<PyValue>& inputs, const py::list& out_types) {
+    std::vector<TensorType> types;
+    for (py::handle t : out_types) {
+      auto pair = t.cast<py::tuple>();
+      types.push_back({dtype_arg(pair[0].cast<std::string>()), shape_arg(pair[1])});
+    }
+    return wrap_all(add_torch_call(graph(), id, pure, values(inputs), std::move(types)));
+  }
+  void set_outputs(const std::vector<PyValue>& outputs) { graph().set_outputs(values(outputs)); }
+  std::string text() { return print(graph()); }
+
+ private:
+  PyValue wrap(Value v) { return {holder_, v}; }
+  py::list wrap_all(const std::vector<Value>& vs) {
+    py::list out;
+    for (const Value& v : vs) out.append(wrap(v));
+    return out;
+  }
+  std::vector<Value> values(const std::vector<PyValue>& vs) {
+    std::vector<Value> out;
+    for (const PyValue& v : vs) {
+      if (v.owner != holder_) EMBER_THROW(Value, "a value of another graph was used");
+      out.push_back(v.value);
+    }
+    return out;
+  }
+
+  std::shared_ptr<GraphHolder> holder_;
+};
+
+class CompiledGraph {
+ public:
+  CompiledGraph(PyGraph& g, const std::string& mode_name, bool strict) {
+    ModeConfig mode = mode_config(mode_name);
+    Pipeline pipeline(mode.passes);
+    verify(g.graph());
+    exec_ = compile_graph(g.graph(), mode, pipeline, strict, info_);
+    info_.hash = structural_hash(g.graph());
+  }
+
+  // The outputs, and for each whether it shares memory with an input (a view of it, or the
+  // input itself): the bridge copies such an output where PyTorch expects a fresh tensor.
+  std::pair<std::vector<Array>, std::vector<bool>> run(const py::list& inputs, const SymbolValues& symbols) const {
+    std::vector<Array> arrays;
+    arrays.reserve(inputs.size());
+    for (py::handle h : inputs) arrays.push_back(array_from_dlpack(h));
+    const Graph& g = exec_->graph();
+    if (arrays.size() != g.inputs().size())
+      EMBER_THROW(Value, "[run] the graph takes ", g.inputs().size(), " inputs, not ", arrays.size());
+    if (symbols.size() != g.symbols().size())
+      EMBER_THROW(Value, "[run] the graph has ", g.symbols().size(), " symbols, not ", symbols.size());
+    for (size_t i = 0; i < arrays.size(); ++i) check_input(i, g.inputs()[i]->type(), arrays[i], symbols);
+    std::vector<Array> outputs;
+    {
+      py::gil_scoped_release no_gil;  // kernels and the thread pool run without it; torch calls take it
+      outputs = exec_->run(arrays, symbols);
+    }
+    std::vector<bool> aliases;
+    for (const Array& out : outputs) {
+      bool shares = false;
+      for (const Array& in : arrays) shares = shares || (out.storage() && out.storage() == in.storage());
+      aliases.push_back(shares);
+    }
+    return {std::move(outputs), std::move(aliases)};
+  }
+
+  py::dict info() const {
+    py::dict d;
+    d["op_count"] = info_.op_count;
+    d["ops"] = info_.ops;
+    d["compile_ms"] = info_.compile_ms;
+    d["pass_ms"] = info_.pass_ms;
+    d["ir"] = info_.ir;
+    d["steps"] = info_.steps;
+    d["buffers"] = info_.buffers;
+    d["kernels"] = info_.kernels;
+    d["kernels_compiled"] = info_.kernels_compiled;
+    d["kernels_from_disk"] = info_.kernels_from_disk;
+    d["kernel_compile_ms"] = info_.kernel_compile_ms;
+    d["interpreter_ops"] = info_.interpreter_ops;
+    d["hash"] = info_.hash;
+    return d;
+  }
+  std::string plan() const { return exec_->describe(); }
+
+ private:
+  // The plan trusts its inputs' types; a caller's mistake must be an error, not wrong memory.
+  static void check_input(size_t i, const TensorType& t, const Array& a, const SymbolValues& symbols) {
+    if (a.dtype() != t.dtype)
+      EMBER_THROW(Type, "[run] input ", i, " is ", dtype_name(a.dtype()), ", the graph takes ", t.str());
+    std::vector<int64_t> shape = evaluate(t.shape, symbols);
+    if (a.shape() != shape)
+      EMBER_THROW(Value, "[run] input ", i, " has shape ", shape_str(to_shape(a.shape())), ", the graph takes ",
+                  shape_str(to_shape(shape)), " (", t.str(), ")");
+  }
+
+  std::shared_ptr<const Executable> exec_;
+  GraphInfo info_;
+};
+
+}  // namespace
+
+void register_graph(py::module_& m) {
+  py::class_<PyValue>(m, "Value")
+      .def_property_readonly("dtype", [](const PyValue& v) { return std::string(dtype_name(v.value.type().dtype)); })
+      .def_property_readonly("shape", [](const PyValue& v) { return shape_out(v.value.type().shape); })
+      .def("__repr__", [](const PyValue& v) { return "<ember.Value " + v.value.type().str() + ">"; });
+
+  py::class_<PyGraph>(m, "Graph")
+      .def(py::init<>())
+      .def("symbol", &PyGraph::symbol, py::arg("min") = 2, "Declares a symbol; returns its id (dims name it sN).")
+      .def("input", &PyGraph::input, py::arg("dtype"), py::arg("shape"))
+      .def("scalar", &PyGraph::scalar, py::arg("value"), py::arg("dtype"))
+      .def("op", &PyGraph::op, py::arg("name"), py::arg("inputs"), py::arg("attrs") = py::dict(),
+           "Adds a node; returns its outputs. ValueError/TypeError when ember rejects it.")
+      .def("torch_call", &PyGraph::torch_call, py::arg("id"), py::arg("pure"), py::arg("inputs"), py::arg("out_types"))
+      .def("set_outputs", &PyGraph::set_outputs)
+      .def("text", &PyGraph::text);
+
+  py::class_<CompiledGraph>(m, "CompiledGraph")
+      .def(py::init<PyGraph&, const std::string&, bool>(), py::arg("graph"), py::arg("mode") = "default",
+           py::arg("strict") = false)
+      .def("run", &CompiledGraph::run, py::arg("inputs"), py::arg("symbols"))
+      .def_property_readonly("info", &CompiledGraph::info)
+      .def_property_readonly("plan", &CompiledGraph::plan);
+}
+
+}  // namespace ember::python

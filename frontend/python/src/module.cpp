@@ -1,0 +1,57 @@
+// ember._C: the Python binding of ember's C++ core. The Python package (frontend/python/ember)
+// builds on it; nothing here is meant to be called by users directly.
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include "arrays.h"
+#include "graph.h"
+#include "ir/error.h"
+#include "modes/mode.h"
+#include "torch_calls.h"
+
+namespace py = pybind11;
+
+namespace ember::python {
+
+void register_errors() {
+  // Each kind of ember::Error as the Python exception a user expects for it.
+  py::register_exception_translator([](std::exception_ptr p) {
+    try {
+      if (p) std::rethrow_exception(p);
+    } catch (const Error& e) {
+      switch (e.kind()) {
+        case ErrorKind::Value: PyErr_SetString(PyExc_ValueError, e.what()); return;
+        case ErrorKind::Type: PyErr_SetString(PyExc_TypeError, e.what()); return;
+        case ErrorKind::NotImplemented: PyErr_SetString(PyExc_NotImplementedError, e.what()); return;
+        case ErrorKind::Runtime:
+        case ErrorKind::Internal: PyErr_SetString(PyExc_RuntimeError, e.what()); return;
+      }
+    } catch (const SymbolicShapeError& e) {
+      PyErr_SetString(PyExc_ValueError, (std::string("[symbolic] ") + e.what()).c_str());
+    }
+  });
+}
+
+void register_array(py::module_& m) {
+  py::class_<Array>(m, "Array")
+      .def_property_readonly("shape", &Array::shape)
+      .def_property_readonly("strides", &Array::strides)
+      .def_property_readonly("dtype", [](const Array& a) { return std::string(dtype_name(a.dtype())); })
+      .def("__dlpack__", [](const Array& a, py::kwargs) { return array_to_dlpack(a); })
+      .def("__dlpack_device__", [](const Array&) { return py::make_tuple(1, 0); })
+      .def("__repr__", [](const Array& a) { return "<ember.Array " + a.str() + ">"; });
+  m.def("from_dlpack", &array_from_dlpack, py::arg("tensor"),
+        "An ember Array sharing the memory of a CPU tensor with __dlpack__ (no copy).");
+}
+
+}  // namespace ember::python
+
+PYBIND11_MODULE(_C, m) {
+  namespace ep = ember::python;
+  m.doc() = "ember's C++ core";
+  ep::register_errors();
+  ep::register_array(m);
+  ep::register_graph(m);
+  ep::register_torch_calls(m);
+  m.def("mode_names", &ember::mode_names);
+}

@@ -1,0 +1,139 @@
+"""ember.compile's surface: modes, options, decorators, state_dict, fallback, the backend entry
+point."""
+import io
+import subprocess
+import sys
+import warnings
+
+import pytest
+import torch
+
+import ember
+from conftest import assert_compiled, report_of
+
+
+def small_mlp():
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4))
+
+
+def test_unknown_mode_and_option_raise_value_error_listing_valid_ones():
+    with pytest.raises(ValueError, match="reduce-overhead"):
+        ember.compile(small_mlp(), mode="fastest")
+    with pytest.raises(ValueError, match="strict"):
+        ember.compile(small_mlp(), options={"no_such_option": 1})
+    with pytest.raises(ValueError, match="takes bool"):
+        ember.compile(small_mlp(), options={"strict": "yes"})
+
+
+def test_not_callable_is_type_error():
+    with pytest.raises(TypeError):
+        ember.compile(42)
+
+
+def test_decorator_with_and_without_arguments():
+    @ember.compile
+    def f(x):
+        return torch.sin(x) * 2
+
+    @ember.compile(mode="reduce-overhead")
+    def g(x):
+        return torch.cos(x) + 1
+
+    x = torch.randn(5)
+    assert torch.allclose(f(x), torch.sin(x) * 2, atol=1e-6)
+    assert torch.allclose(g(x), torch.cos(x) + 1, atol=1e-6)
+    assert_compiled(f)
+    assert_compiled(g)
+
+
+def test_state_dict_keys_and_parameters_are_the_originals():
+    model = small_mlp()
+    compiled = ember.compile(model)
+    assert list(compiled.state_dict().keys()) == list(model.state_dict().keys())
+    assert all(a is b for a, b in zip(compiled.parameters(), model.parameters()))
+    buffer = io.BytesIO()
+    torch.save(compiled.state_dict(), buffer)
+    buffer.seek(0)
+    fresh = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4))
+    fresh.load_state_dict(torch.load(buffer))
+    x = torch.randn(3, 8)
+    assert torch.allclose(fresh(x), compiled(x), atol=1e-5)
+
+
+def test_eval_and_train_act_on_the_compiled_module():
+    model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.Dropout(0.5))
+    compiled = ember.compile(model)
+    compiled.eval()
+    x = torch.randn(4, 8)
+    assert torch.allclose(compiled(x), model.eval()(x), atol=1e-5)
+
+
+def test_failure_of_a_graph_falls_back_with_a_warning_and_strict_raises(monkeypatch):
+    import ember._translate as translate
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("injected failure")
+
+    monkeypatch.setattr(translate, "CompiledFx", broken)
+    f = ember.compile(lambda x: x * 3 + 1)
+    with pytest.warns(RuntimeWarning, match="injected failure"):
+        out = f(torch.ones(3))
+    assert torch.equal(out, torch.full((3,), 4.0))
+    assert report_of(f).graphs[0].fallback
+    torch._dynamo.reset()
+    strict = ember.compile(lambda x: x * 3 + 1, options={"strict": True})
+    with pytest.raises(Exception, match="injected failure"):
+        strict(torch.ones(3))
+
+
+def test_fullgraph_raises_on_a_graph_break():
+    def f(x):
+        if x.sum().item() > 0:
+            return x + 1
+        return x - 1
+
+    with pytest.raises(Exception):
+        ember.compile(f, fullgraph=True)(torch.ones(3))
+    torch._dynamo.reset()
+    assert torch.equal(ember.compile(f)(torch.ones(3)), torch.full((3,), 2.0))
+
+
+def test_torch_compile_finds_the_ember_backend_in_a_fresh_process():
+    code = (
+        "import sys, torch\n"
+        "f = torch.compile(lambda x: torch.relu(x) * 2, backend='ember')\n"
+        "x = torch.randn(6)\n"
+        "assert torch.equal(f(x), torch.relu(x) * 2)\n"
+        "assert 'ember' in sys.modules\n"  # loaded through the entry point, not by us
+        "import ember._report as r\n"
+        "assert r.GLOBAL.graph_count == 1, r.GLOBAL.text()\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_torch_compile_mode_reaches_the_backend():
+    f = torch.compile(lambda x: x + 1, backend="ember", mode="no-such-mode")
+    with pytest.raises(Exception, match="unknown mode"):
+        f(torch.ones(2))
+
+
+def test_explain_reports_graph_breaks_with_file_and_line():
+    def f(x):
+        y = x * 2
+        print("hello from f")
+        return y + 1
+
+    report = ember.explain(f, torch.ones(4))
+    assert len(report.breaks) >= 1
+    assert "test_api.py" in report.breaks[0]["location"]
+    assert report.graph_count >= 1
+    text = report.text()
+    assert "graph break" in text
+    assert '"graph_breaks"' in report.json()
+
+
+def test_bad_inputs_are_clear_errors():
+    f = ember.compile(lambda x, y: x @ y)
+    with pytest.raises(Exception, match="size|shape|mat"):
+        f(torch.ones(2, 3), torch.ones(4, 5))

@@ -1,0 +1,146 @@
+"""Functions over tensors through ember.compile against eager: lowered ATen ops, torch calls for
+the rest, dtypes, views, dynamic sizes. Each case must have compiled (no fallback)."""
+import pytest
+import torch
+import torch.nn.functional as F
+
+import ember
+from conftest import MODES, assert_compiled, report_of
+
+torch.manual_seed(0)
+
+CASES = {
+    "elementwise chain": (lambda x: torch.tanh(torch.exp(x * 0.5) - 1).clamp(-0.5, 0.7) + x.abs().sqrt(),
+                          [(8, 33)]),
+    "broadcast and where": (lambda x, y: torch.where(x > y, x - y, torch.sigmoid(y) * 3), [(4, 1, 5), (3, 1)]),
+    "gelu tanh and erf": (lambda x: F.gelu(x, approximate="tanh") + F.gelu(x) + F.silu(x), [(16, 16)]),
+    "softmax and log_softmax": (lambda x: F.softmax(x, -1) + F.log_softmax(x, 0), [(6, 10)]),
+    "layer_norm": (lambda x, w, b: F.layer_norm(x, (12,), w, b, 1e-5), [(5, 12), (12,), (12,)]),
+    "layer_norm without affine": (lambda x: F.layer_norm(x, (3, 12)), [(2, 3, 12)]),
+    "reductions": (lambda x: torch.cat([x.sum(1), x.mean(1), x.amax(1), x.amin(1), x.var(1), x.std(1, correction=0)]),
+                   [(7, 9)]),
+    "matmul and addmm": (lambda x, w, b: torch.addmm(b, x, w) + x @ w, [(5, 6), (6, 7), (7,)]),
+    "bmm": (lambda a, b: torch.bmm(a, b).relu(), [(3, 4, 5), (3, 5, 2)]),
+    "views": (lambda x: x.permute(2, 0, 1).reshape(6, -1).t().unsqueeze(0).expand(2, -1, -1)[:, 1:5:2] * 2,
+              [(3, 4, 2)]),
+    "select and squeeze": (lambda x: x[1] + x[:, 0:1].squeeze(1) + x[-1], [(4, 4)]),
+    "conv, batch norm (eval), pools": (None, None),
+    "embedding": (None, None),
+    "torch call: cumsum and sort": (lambda x: torch.cumsum(x, 1) + torch.sort(x, 1)[0], [(4, 8)]),
+    "integer arithmetic": (None, None),
+    "casts": (lambda x: (x * 100).to(torch.int32).to(torch.float16).float() + (x > 0).float(), [(9,)]),
+}
+
+
+def conv_block(x, w, mean, var):
+    y = F.conv2d(x, w, padding=1, stride=1)
+    y = F.batch_norm(y, mean, var, training=False)
+    return F.avg_pool2d(F.relu(y), 2) + F.adaptive_avg_pool2d(y, 1)
+
+
+def embed(idx, table):
+    return F.embedding(idx, table).sum(1)
+
+
+def integers(a, b):
+    return (a * 3 - b) // 2 + (a % 5) + (a & b) + (a > b).long()
+
+
+def inputs_for(name):
+    if name == "conv, batch norm (eval), pools":
+        return conv_block, [torch.randn(2, 3, 8, 8), torch.randn(4, 3, 3, 3), torch.randn(4), torch.rand(4) + 0.5]
+    if name == "embedding":
+        return embed, [torch.randint(0, 10, (3, 5)), torch.randn(10, 6)]
+    if name == "integer arithmetic":
+        return integers, [torch.randint(-50, 50, (6, 7)), torch.randint(1, 50, (6, 7))]
+    fn, shapes = CASES[name]
+    return fn, [torch.randn(*s) for s in shapes]
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_case_matches_eager(name):
+    fn, args = inputs_for(name)
+    compiled = ember.compile(fn)
+    expected = fn(*args)
+    actual = compiled(*args)
+    assert actual.dtype == expected.dtype and actual.shape == expected.shape
+    if expected.is_floating_point():
+        torch.testing.assert_close(actual, expected, rtol=1.3e-5 * 10, atol=1.5e-5 * 10)
+    else:
+        assert torch.equal(actual, expected)
+    report = assert_compiled(compiled)
+    if name.startswith("torch call"):
+        assert "aten.cumsum.default" in report.torch_call_ops()
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_each_mode_runs_generated_kernels(mode):
+    fn = lambda x, y: torch.relu(x * y + 1) - 0.5  # noqa: E731
+    compiled = ember.compile(fn, mode=mode)
+    for n in (4, 4, 4):  # reduce-overhead: steady state reuses its buffers
+        x, y = torch.randn(n, 64), torch.randn(64)
+        torch.testing.assert_close(compiled(x, y), fn(x, y))
+    graph = report_of(compiled).graphs[0]
+    assert graph.ember["kernels"] >= 1
+
+
+def test_dynamic_sizes_compile_once():
+    fn = lambda x: (F.softmax(x, -1) * x.shape[0]).sum(0)  # noqa: E731
+    compiled = ember.compile(fn, dynamic=True)
+    for n in (3, 7, 12, 40):
+        x = torch.randn(n, 5)
+        torch.testing.assert_close(compiled(x), fn(x))
+    assert report_of(compiled).graph_count == 1
+
+
+def test_automatic_dynamic_after_a_size_change():
+    fn = lambda x: x.view(x.shape[0], -1).sum(1) + 1  # noqa: E731
+    compiled = ember.compile(fn)
+    for n in (2, 3, 4, 5, 6):
+        x = torch.randn(n, 2, 3)
+        torch.testing.assert_close(compiled(x), fn(x))
+    assert report_of(compiled).graph_count == 2  # static, then one with a symbolic batch
+
+
+def test_non_contiguous_and_offset_inputs():
+    base = torch.randn(10, 12)
+    x = base.t()[2:9:2]  # strided, with a storage offset
+    fn = lambda x: x * 2 + 1  # noqa: E731
+    torch.testing.assert_close(ember.compile(fn)(x), fn(x))
+
+
+def test_outputs_never_alias_inputs_unless_eager_does():
+    # clone() must be fresh memory: a caller mutating it must not change the input.
+    x = torch.randn(4)
+    y = ember.compile(lambda t: t.clone())(x)
+    y.add_(1)
+    assert not torch.equal(x, y)
+    # A view is a view in eager: it shares memory there and here.
+    v = ember.compile(lambda t: t.view(2, 2))(x)
+    assert v.data_ptr() == x.data_ptr()
+
+
+def test_input_mutation_is_applied_as_in_eager():
+    def f(x, buf):
+        buf.add_(1)
+        return x * buf
+
+    x, buf = torch.randn(5), torch.zeros(5)
+    out = ember.compile(f)(x, buf)
+    torch.testing.assert_close(out, x)
+    torch.testing.assert_close(buf, torch.ones(5))
+
+
+def test_float16_and_bfloat16():
+    for dtype in (torch.float16, torch.bfloat16):
+        x = torch.randn(64, dtype=dtype)
+        fn = lambda t: torch.exp(t) * 0.5 + t  # noqa: E731
+        torch.testing.assert_close(ember.compile(fn)(x), fn(x), rtol=2e-3, atol=2e-3)
+        torch._dynamo.reset()
+
+
+def test_empty_and_zero_dim():
+    fn = lambda x, s: x * s + 1  # noqa: E731
+    compiled = ember.compile(fn)
+    torch.testing.assert_close(compiled(torch.randn(0, 3), torch.tensor(2.0)), torch.randn(0, 3))
+    torch.testing.assert_close(compiled(torch.randn(2, 3), torch.tensor(2.0)).shape, torch.Size([2, 3]))
