@@ -405,3 +405,38 @@ def _arange(cx, *args, dtype=None, layout=None, device=None, pin_memory=None):
         dtype = torch.int64 if all(isinstance(v, int) for v in (start, end, step)) else torch.float32
     return cx.op("arange", [], {"start": float(start), "end": float(end), "step": float(step),
                                 "dtype": ember_dtype(dtype)})
+
+
+@lowering("aten._native_batch_norm_legit_functional.default")
+def _batch_norm_training(cx, x, weight, bias, running_mean, running_var, training, momentum, eps):
+    if not training:
+        raise Unsupported("functional batch norm outside training")
+    channels = [x.shape[1]]
+    weight = weight if weight is not None else cx.full(channels, 1.0, x.dtype)
+    bias = bias if bias is not None else cx.full(channels, 0.0, x.dtype)
+    return cx.op_multi("native_batch_norm", [x, weight, bias, running_mean, running_var],
+                       {"momentum": float(momentum), "eps": float(eps)})
+
+
+@lowering("aten.hardtanh.default")
+def _hardtanh(cx, x, min_val=-1.0, max_val=1.0):
+    return _clamp(cx, x, min_val, max_val)
+
+
+@lowering("aten.bitwise_not.default")
+def _bitwise_not(cx, x):
+    if x.dtype == "bool":
+        return cx.op("logical_not", [x])
+    return cx.op("bitwise_xor", [x, cx.graph.scalar(-1.0, x.dtype)])
+
+
+@lowering("aten.split_with_sizes.default")
+def _split(cx, x, split_sizes, dim=0):
+    return cx.op_multi("split", [x], {"sizes": [int(s) for s in split_sizes], "axis": dim})
+
+
+@lowering("aten.full_like.default")
+def _full_like(cx, x, fill_value, dtype=None, layout=None, device=None, pin_memory=None, memory_format=None):
+    if not isinstance(fill_value, (bool, int, float)):
+        raise Unsupported("a fill value that is a size")
+    return cx.full(x.shape, float(fill_value), ember_dtype(dtype) if dtype is not None else x.dtype)

@@ -17,11 +17,12 @@ class Call:
     """One ATen op with its arguments: tensors by position in the node's inputs, sizes as sympy
     expressions over the graph's symbols, everything else as it was."""
 
-    def __init__(self, target, args, kwargs, symbols):
+    def __init__(self, target, args, kwargs, symbols, layouts):
         self.target, self.args, self.kwargs, self.symbols = target, args, kwargs, symbols
+        self.layouts = layouts  # per tensor input: the strides eager gives it, or None
 
     def run(self, inputs, outputs):
-        tensors = [torch.from_dlpack(a) for a in inputs]
+        tensors = [_in_layout(torch.from_dlpack(a), s) for a, s in zip(inputs, self.layouts)]
         values = getattr(_state, "symbol_values", None)
         args = _fill(self.args, tensors, self.symbols, values)
         kwargs = _fill(self.kwargs, tensors, self.symbols, values)
@@ -36,6 +37,15 @@ class Call:
                 raise RuntimeError(f"[torch] {self.target} returned {src.dtype}{list(src.shape)}, "
                                    f"the graph expects {out.dtype}{list(out.shape)}")
             out.copy_(src)
+
+
+def _in_layout(t, strides):
+    """`t` with the strides eager gives this input. ember keeps values in its own layouts, and
+    some ATen ops depend on the layout, not only on the values: view and as_strided, and
+    kernels such as flash attention's backward, which assume the strides its forward made."""
+    if strides is None or t.stride() == strides or t.numel() == 0:
+        return t
+    return torch.empty_strided(t.shape, strides, dtype=t.dtype).copy_(t)
 
 
 class TensorArg:

@@ -11,6 +11,7 @@ import weakref
 
 import sympy
 import torch
+from torch._subclasses.fake_tensor import unset_fake_temporarily
 
 from . import _C, _torch_calls
 from ._lower import LOWERINGS, ember_dtype
@@ -95,7 +96,10 @@ class CompiledFx:
             tensor = getattr(gm, node.target)
             if not isinstance(tensor, torch.Tensor):
                 raise Unsupported(f"get_attr of {type(tensor).__name__}")
-            self.env[node] = self._add_input(("const", tensor.detach()), tensor)
+            # Compilers run under AOTAutograd's fake mode; this tensor is real.
+            with unset_fake_temporarily():
+                constant = tensor.detach()
+            self.env[node] = self._add_input(("const", constant), tensor)
         elif node.op == "call_function":
             self.env[node] = self._call(node, cx)
         elif node.op == "output":
@@ -173,7 +177,7 @@ class CompiledFx:
         return True
 
     def _torch_call(self, node, target, val):
-        tensors = []
+        tensors, layouts = [], []
 
         def template(a):
             if isinstance(a, torch.fx.Node):
@@ -185,6 +189,7 @@ class CompiledFx:
                 if v is None:
                     return None
                 tensors.append(v)
+                layouts.append(_eager_strides(a))
                 return _torch_calls.TensorArg(len(tensors) - 1)
             if isinstance(a, (list, tuple)):
                 return type(a)(template(x) for x in a)
@@ -199,7 +204,7 @@ class CompiledFx:
         if not out_types:
             raise Unsupported(f"{target} returns no tensor")
         pure = not (torch.Tag.nondeterministic_seeded in target.tags)
-        call = _torch_calls.Call(target, args, kwargs, self.symbols)
+        call = _torch_calls.Call(target, args, kwargs, self.symbols, layouts)
         cid = _torch_calls.register(call)
         self.torch_calls.append(cid)
         outs = iter(self.graph.torch_call(cid, pure, tensors, out_types))
@@ -248,6 +253,18 @@ class CompiledFx:
             else:
                 out.append(v)
         return out
+
+
+def _eager_strides(node):
+    """The strides PyTorch gives this value, when they are static and describe a dense layout
+    without overlap (so that a copy can have them); else None."""
+    val = node.meta.get("val")
+    if not isinstance(val, torch.Tensor):
+        return None
+    strides = val.stride()
+    if not all(isinstance(s, int) for s in strides) or not all(isinstance(s, int) for s in val.shape):
+        return None
+    return tuple(strides) if torch._prims_common.is_non_overlapping_and_dense_or_false(val) else None
 
 
 def _outputs_that_alias_inputs(gm):
