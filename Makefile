@@ -4,7 +4,7 @@ BUILD_TYPE ?= RelWithDebInfo
 JOBS ?= $(shell nproc)
 PYTHON := $(CURDIR)/.venv/bin/python
 
-.PHONY: all setup configure build test pytest demo bench bench-kernels tsan clean
+.PHONY: all setup configure build test pytest demo bench bench-kernels bench-models tsan clean
 
 all: build
 
@@ -27,6 +27,12 @@ pytest: build
 
 demo: build
 	./$(BUILD)/benchmarks/ember_demo
+	$(PYTHON) benchmarks/demo_models.py
+
+# Real models against eager and torch.compile (installs matplotlib for the chart).
+bench-models: build
+	@$(PYTHON) -c "import matplotlib" 2>/dev/null || $(PYTHON) -m pip install -q matplotlib
+	$(PYTHON) benchmarks/models.py
 
 bench: build
 	./$(BUILD)/benchmarks/ember_bench_overhead

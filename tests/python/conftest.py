@@ -1,6 +1,9 @@
 """Shared helpers of the Python tests: TESTING.md's tolerances, and what ember really did."""
 import os
+import sys
 import tempfile
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "benchmarks"))  # model_zoo
 
 # Kernels compiled by the tests go to a cache of their own (make test points it into the build).
 os.environ.setdefault("EMBER_CACHE_DIR", os.path.join(tempfile.gettempdir(), "ember-pytest-cache"))

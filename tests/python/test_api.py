@@ -129,8 +129,10 @@ def test_explain_reports_graph_breaks_with_file_and_line():
     assert "test_api.py" in report.breaks[0]["location"]
     assert report.graph_count >= 1
     text = report.text()
-    assert "graph break" in text
+    assert "graph break" in text and "hint:" in text
     assert '"graph_breaks"' in report.json()
+    page = report.html()
+    assert "print(&quot;hello from f&quot;)" in page and "class='hit'" in page
 
 
 def test_bad_inputs_are_clear_errors():

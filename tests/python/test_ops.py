@@ -144,3 +144,15 @@ def test_empty_and_zero_dim():
     compiled = ember.compile(fn)
     torch.testing.assert_close(compiled(torch.randn(0, 3), torch.tensor(2.0)), torch.randn(0, 3))
     torch.testing.assert_close(compiled(torch.randn(2, 3), torch.tensor(2.0)).shape, torch.Size([2, 3]))
+
+
+def test_equal_outputs_that_cse_merges_are_distinct_tensors():
+    a, b = ember.compile(lambda x: (x + 1, x + 1))(torch.zeros(3))
+    a.add_(5)
+    assert torch.equal(b, torch.ones(3))
+
+
+def test_returned_input_and_its_view_keep_eager_aliasing():
+    x = torch.zeros(4)
+    y, v = ember.compile(lambda t: (t, t.view(2, 2)))(x)
+    assert y.data_ptr() == x.data_ptr() and v.data_ptr() == x.data_ptr()

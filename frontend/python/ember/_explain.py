@@ -19,6 +19,7 @@ def explain(model_or_fn, *args, mode="default", **kwargs):
             "reason": b.reason.splitlines()[0] if b.reason else "",
             "location": f"{frame.filename}:{frame.lineno}" if frame else "?",
             "source": (frame.line or "").strip() if frame else "",
+            "hint": _report.hint_for(b.reason or ""),
         })
     torch._dynamo.reset()
     torch.compile(model_or_fn, backend=backend)(*args, **kwargs)

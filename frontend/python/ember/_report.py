@@ -2,8 +2,29 @@
 torch calls by op, kernels after fusion, compile time, cache hits) or left to PyTorch, plus
 Dynamo's graph breaks and recompiles when explain() gathered them. Text and JSON."""
 import collections
+import html
 import json
+import linecache
 import threading
+
+# How to remove the common graph breaks, by a phrase of Dynamo's reason.
+_HINTS = [
+    (("item()", "data-dependent", "Data-dependent", "_local_scalar_dense"),
+     "a tensor's value decides Python control flow here: keep it a tensor (torch.where, masks) or set "
+     "torch._dynamo.config.capture_scalar_outputs = True"),
+    (("print",), "print() runs Python at run time: move it outside the compiled region or drop it"),
+    (("dynamic shape operator", "nonzero", "boolean mask", "masked_select"),
+     "the output size depends on the data (boolean masks, nonzero): use torch.where with a fixed size, or set "
+     "torch._dynamo.config.capture_dynamic_output_shape_ops = True"),
+    (("unsupported", "Unsupported"), "this Python construct cannot be traced: move it out of the model's forward"),
+]
+
+
+def hint_for(reason):
+    for phrases, hint in _HINTS:
+        if any(p in reason for p in phrases):
+            return hint
+    return "see torch._dynamo.explain(fn)(*inputs) for the full reason"
 
 
 def _aten_ops(gm):
@@ -109,6 +130,37 @@ class Report:
 
     def __str__(self):
         return self.text()
+
+    def html(self):
+        """A page with each graph break next to the user's source lines and its hint, then the
+        graphs ember compiled."""
+        esc = html.escape
+        parts = ["<!doctype html><meta charset='utf-8'><title>ember report</title>",
+                 "<style>body{font-family:sans-serif;max-width:60em}pre{background:#f4f4f4;padding:.5em}"
+                 ".hit{background:#ffe08a}.hint{color:#225}</style>",
+                 f"<h1>ember report</h1><p>{esc(self.text().splitlines()[0])}</p>"]
+        if self.breaks:
+            parts.append("<h2>Graph breaks</h2>")
+        for b in self.breaks:
+            parts.append(f"<h3>{esc(b['location'])}</h3><p>{esc(b['reason'])}</p>")
+            parts.append(_source_block(b["location"]))
+            parts.append(f"<p class='hint'>Fix: {esc(b.get('hint', ''))}</p>")
+        parts.append("<h2>Graphs</h2><pre>" + esc("\n".join(self.text().splitlines()[1:])) + "</pre>")
+        return "\n".join(parts)
+
+
+def _source_block(location, context=2):
+    """The user's lines around file:line, the line itself marked."""
+    path, _, line = location.rpartition(":")
+    if not line.isdigit():
+        return ""
+    n = int(line)
+    rows = []
+    for k in range(max(1, n - context), n + context + 1):
+        text = linecache.getline(path, k).rstrip("\n")
+        cls = " class='hit'" if k == n else ""
+        rows.append(f"<span{cls}>{k:5d}  {html.escape(text)}</span>")
+    return "<pre>" + "\n".join(rows) + "</pre>"
 
 
 GLOBAL = Report()

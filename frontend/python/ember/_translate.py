@@ -85,7 +85,7 @@ class CompiledFx:
             raise
         weakref.finalize(self, _torch_calls.release, list(self.torch_calls))
         self.translate_ms = (time.perf_counter() - start) * 1e3
-        self.aliases_allowed = _outputs_that_alias_inputs(gm)
+        self.view_roots = _view_roots(gm)  # per ember output
 
     # --- translation -------------------------------------------------------------------------
 
@@ -231,21 +231,31 @@ class CompiledFx:
 
     # --- running -----------------------------------------------------------------------------
 
+    def _may_share(self, k, share):
+        """Whether eager's output k shares memory with what ember's shares it with: input `share`
+        (>= 0) or output -2 - share, by their view roots."""
+        if share >= 0:
+            input_index = self.inputs[share][1] if self.inputs[share][0] == "arg" else None
+            return self.view_roots[k] == ("input", input_index)
+        return self.view_roots[k] == self.view_roots[-2 - share]
+
     def __call__(self, args):
         values = self.symbols.values(args)
         # Detached: DLPack does not export tensors that require grad, and autograd is
         # AOTAutograd's business around this call.
         inputs = [args[src].detach() if kind == "arg" else src for kind, src in self.inputs]
         with _torch_calls.symbol_values(values):
-            arrays, aliases = self.compiled.run(inputs, values)
+            arrays, shares = self.compiled.run(inputs, values)
         tensors = [torch.from_dlpack(a) for a in arrays]
+        for k, share in enumerate(shares):
+            # Shared memory where eager's results do not share it: a copy, as PyTorch may
+            # mutate one of them (a clone of an input, two equal values that CSE merged).
+            if share != -1 and not self._may_share(k, share):
+                tensors[k] = tensors[k].clone()
         out = []
-        for k, (kind, v) in enumerate(self.outputs):
+        for kind, v in self.outputs:
             if kind == "ember":
-                t = tensors[v]
-                if aliases[v] and not self.aliases_allowed[k]:
-                    t = t.clone()  # PyTorch may mutate an output it believes is fresh
-                out.append(t)
+                out.append(tensors[v])
             elif kind == "size":
                 out.append(self.symbols.evaluate(v, values))
             elif kind == "runtime":
@@ -267,19 +277,24 @@ def _eager_strides(node):
     return tuple(strides) if torch._prims_common.is_non_overlapping_and_dense_or_false(val) else None
 
 
-def _outputs_that_alias_inputs(gm):
-    """Per output: whether PyTorch itself makes it a view of an input (a chain of view ops from
-    a placeholder), so sharing the input's memory is what eager does."""
-    aliases = {}
+def _view_roots(gm):
+    """Per output of the graph: the value it is a view of in eager, following view ops back to a
+    placeholder (by its input index) or to the node that made fresh memory."""
+    root, placeholders = {}, 0
     for node in gm.graph.nodes:
         if node.op == "placeholder":
-            aliases[node] = True
-        elif node.op == "call_function" and isinstance(node.target, torch._ops.OpOverload):
-            is_view = node.target.is_view and node.args and isinstance(node.args[0], torch.fx.Node)
-            aliases[node] = bool(is_view and aliases.get(node.args[0], False))
+            root[node] = ("input", placeholders)
+            placeholders += 1
+        elif (node.op == "call_function" and isinstance(node.target, torch._ops.OpOverload) and node.target.is_view
+              and node.args and isinstance(node.args[0], torch.fx.Node)):
+            root[node] = root.get(node.args[0], node.args[0])
         else:
-            aliases[node] = False
+            root[node] = node
         if node.op == "output":
             results = node.args[0] if isinstance(node.args[0], (list, tuple)) else [node.args[0]]
-            return [isinstance(r, torch.fx.Node) and aliases.get(r, False) for r in results]
+            return [root.get(r) for r in results if isinstance(r, torch.fx.Node) and _is_tensor_node(r)]
     return []
+
+
+def _is_tensor_node(node):
+    return isinstance(node.meta.get("val"), torch.Tensor)

@@ -157,9 +157,10 @@ class CompiledGraph {
     info_.hash = structural_hash(g.graph());
   }
 
-  // The outputs, and for each whether it shares memory with an input (a view of it, or the
-  // input itself): the bridge copies such an output where PyTorch expects a fresh tensor.
-  std::pair<std::vector<Array>, std::vector<bool>> run(const py::list& inputs, const SymbolValues& symbols) const {
+  // The outputs, and for each what it shares memory with: input i (i >= 0), an earlier output j
+  // (-2 - j), or nothing (-1). The bridge copies an output that shares memory where eager's
+  // would not (a CSE'd duplicate, a fresh value that is an input).
+  std::pair<std::vector<Array>, std::vector<int64_t>> run(const py::list& inputs, const SymbolValues& symbols) const {
     std::vector<Array> arrays;
     arrays.reserve(inputs.size());
     for (py::handle h : inputs) arrays.push_back(array_from_dlpack(h));
@@ -174,13 +175,16 @@ class CompiledGraph {
       py::gil_scoped_release no_gil;  // kernels and the thread pool run without it; torch calls take it
       outputs = exec_->run(arrays, symbols);
     }
-    std::vector<bool> aliases;
-    for (const Array& out : outputs) {
-      bool shares = false;
-      for (const Array& in : arrays) shares = shares || (out.storage() && out.storage() == in.storage());
-      aliases.push_back(shares);
+    std::vector<int64_t> shares(outputs.size(), -1);
+    for (size_t k = 0; k < outputs.size(); ++k) {
+      const Storage* s = outputs[k].storage().get();
+      if (!s || outputs[k].numel() == 0) continue;
+      for (size_t i = 0; i < arrays.size() && shares[k] == -1; ++i)
+        if (arrays[i].storage().get() == s) shares[k] = static_cast<int64_t>(i);
+      for (size_t j = 0; j < k && shares[k] == -1; ++j)
+        if (outputs[j].storage().get() == s) shares[k] = -2 - static_cast<int64_t>(j);
     }
-    return {std::move(outputs), std::move(aliases)};
+    return {std::move(outputs), std::move(shares)};
   }
 
   py::dict info() const {

@@ -1,0 +1,122 @@
+"""The model set of the Python tests, the model benchmarks and the demo: real models from
+transformers built offline from configs with random weights, a plain MLP and a model with
+deliberate graph breaks. `size="test"` is tiny (seconds for every mode in CI); `size="bench"`
+is large enough to time (still small next to the published checkpoints)."""
+import torch
+
+try:
+    import transformers
+    transformers.logging.set_verbosity_error()
+except ImportError:  # the MLP and the graph-break model need only torch
+    transformers = None
+
+SIZES = ("test", "bench")
+
+
+def bert(size):
+    h, layers, seq, batch = (32, 2, 16, 2) if size == "test" else (256, 4, 128, 4)
+    c = transformers.BertConfig(vocab_size=1000, hidden_size=h, num_hidden_layers=layers, num_attention_heads=4,
+                                intermediate_size=4 * h, max_position_embeddings=512, hidden_dropout_prob=0.0,
+                                attention_probs_dropout_prob=0.0)
+    return transformers.BertModel(c), (torch.randint(0, 1000, (batch, seq)),)
+
+
+def gpt2(size):
+    h, layers, seq, batch = (32, 2, 16, 2) if size == "test" else (256, 4, 128, 4)
+    c = transformers.GPT2Config(vocab_size=1000, n_embd=h, n_layer=layers, n_head=4, n_positions=512,
+                                resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, bos_token_id=0, eos_token_id=0)
+    return transformers.GPT2LMHeadModel(c), (torch.randint(0, 1000, (batch, seq)),)
+
+
+def resnet18(size):
+    if size == "test":
+        c = transformers.ResNetConfig(embedding_size=16, hidden_sizes=[16, 32, 32, 64], depths=[2, 2, 2, 2],
+                                      layer_type="basic")
+        return transformers.ResNetModel(c), (torch.randn(2, 3, 32, 32),)
+    c = transformers.ResNetConfig(embedding_size=64, hidden_sizes=[64, 128, 256, 512], depths=[2, 2, 2, 2],
+                                  layer_type="basic")
+    return transformers.ResNetModel(c), (torch.randn(2, 3, 64, 64),)
+
+
+def resnet50(size):
+    if size == "test":
+        c = transformers.ResNetConfig(embedding_size=16, hidden_sizes=[32, 64, 64, 128], depths=[1, 1, 1, 1],
+                                      layer_type="bottleneck")
+        return transformers.ResNetModel(c), (torch.randn(2, 3, 32, 32),)
+    c = transformers.ResNetConfig(embedding_size=64, hidden_sizes=[256, 512, 1024, 2048], depths=[3, 4, 6, 3],
+                                  layer_type="bottleneck")
+    return transformers.ResNetModel(c), (torch.randn(1, 3, 64, 64),)
+
+
+def mobilenet_v2(size):
+    image, mult, batch = (32, 0.35, 2) if size == "test" else (96, 1.0, 2)
+    c = transformers.MobileNetV2Config(image_size=image, depth_multiplier=mult)
+    return transformers.MobileNetV2Model(c), (torch.randn(batch, 3, image, image),)
+
+
+def vit(size):
+    h, layers, image = (32, 2, 32) if size == "test" else (256, 4, 64)
+    c = transformers.ViTConfig(image_size=image, patch_size=8, hidden_size=h, num_hidden_layers=layers,
+                               num_attention_heads=4, intermediate_size=4 * h, hidden_dropout_prob=0.0,
+                               attention_probs_dropout_prob=0.0)
+    return transformers.ViTModel(c), (torch.randn(2, 3, image, image),)
+
+
+class MLP(torch.nn.Module):
+    def __init__(self, width):
+        super().__init__()
+        self.net = torch.nn.Sequential(torch.nn.Linear(width, 2 * width), torch.nn.GELU(),
+                                       torch.nn.Linear(2 * width, 2 * width), torch.nn.LayerNorm(2 * width),
+                                       torch.nn.ReLU(), torch.nn.Linear(2 * width, 10))
+
+    def forward(self, x):
+        return self.net(x)
+
+
+def mlp(size):
+    width, batch = (32, 8) if size == "test" else (512, 256)
+    return MLP(width), (torch.randn(batch, width),)
+
+
+class WithBreaks(torch.nn.Module):
+    """.item() in a branch, a print and a data-dependent shape: each breaks the graph."""
+
+    def __init__(self, width):
+        super().__init__()
+        self.a, self.b = torch.nn.Linear(width, width), torch.nn.Linear(width, width)
+
+    def forward(self, x):
+        h = torch.tanh(self.a(x))
+        if h.sum().item() > 0:
+            h = h * 2
+        print("", end="")
+        positive = h[h > 0]
+        return self.b(h) + positive.sum()
+
+
+def with_breaks(size):
+    return WithBreaks(16 if size == "test" else 256), (torch.randn(4 if size == "test" else 64, 16 if size == "test"
+                                                                 else 256),)
+
+
+MODELS = {"bert": bert, "gpt2": gpt2, "resnet18": resnet18, "resnet50": resnet50, "mobilenet_v2": mobilenet_v2,
+          "vit": vit, "mlp": mlp, "with_breaks": with_breaks}
+NEEDS_TRANSFORMERS = {"bert", "gpt2", "resnet18", "resnet50", "mobilenet_v2", "vit"}
+
+
+def build(name, size="test", seed=0):
+    """(model, example inputs), the same weights for the same seed."""
+    if name in NEEDS_TRANSFORMERS and transformers is None:
+        raise RuntimeError(f"{name} needs transformers (make setup installs it)")
+    torch.manual_seed(seed)
+    return MODELS[name](size)
+
+
+def main_output(out):
+    """The tensor a model's result is compared and trained on."""
+    if isinstance(out, torch.Tensor):
+        return out
+    for name in ("last_hidden_state", "logits"):
+        if getattr(out, name, None) is not None:
+            return getattr(out, name)
+    raise TypeError(f"no main output in {type(out).__name__}")

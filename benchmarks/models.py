@@ -1,0 +1,163 @@
+"""Model benchmark: PyTorch eager, torch.compile (Inductor, default mode) and ember in each mode
+on the model set (model_zoo.py, size "bench"), inference, in one process on the same inputs,
+repeats interleaved. Per model: median time and spread, speedup over eager, cold compile (first
+call minus an eager call), recompile with kernels cached, accuracy against eager by TESTING.md's
+model rule, share of ATen ops ember lowered. Writes a Markdown table and a PNG bar chart.
+
+    .venv/bin/python benchmarks/models.py [--models bert,gpt2] [--repeats 10] [--threads N]
+"""
+import argparse
+import copy
+import datetime
+import math
+import os
+import platform
+import statistics
+import sys
+import time
+import warnings
+
+import torch
+
+sys.path.insert(0, os.path.dirname(__file__))
+import model_zoo  # noqa: E402
+
+import ember  # noqa: E402
+from ember._compile import report_of  # noqa: E402
+
+EMBER_MODES = ("default", "reduce-overhead", "max-autotune")
+
+
+def timed(fn, *args):
+    start = time.perf_counter()
+    out = fn(*args)
+    return time.perf_counter() - start, out
+
+
+def close_to_eager(actual, expected, reference64, tol=1e-4):
+    if torch.allclose(actual, expected, rtol=tol, atol=tol, equal_nan=True):
+        return True
+    def rmse(a):
+        return (a.double() - reference64.double()).pow(2).mean().sqrt().item()
+    return rmse(actual) <= 2 * rmse(expected) + tol / 10
+
+
+def variants(model):
+    yield "eager", model, None
+    yield "torch.compile", torch.compile(model), None
+    for mode in EMBER_MODES:
+        compiled = ember.compile(model, mode=mode)
+        yield f"ember {mode}", compiled, compiled
+
+
+def bench_model(name, repeats):
+    model, args = model_zoo.build(name, "bench")
+    model.eval()
+    main = model_zoo.main_output
+    rows = {}
+    with torch.no_grad():
+        reference64 = main(copy.deepcopy(model).double()(*[a.double() if a.is_floating_point() else a for a in args]))
+        eager_s, expected = timed(lambda: main(model(*args)))
+        runs = []
+        for label, fn, compiled in variants(model):
+            torch._dynamo.reset() if label != "eager" else None
+            first_s, out = timed(lambda: main(fn(*args)))
+            row = {"cold_compile_s": max(first_s - eager_s, 0.0) if label != "eager" else 0.0,
+                   "accurate": close_to_eager(main(fn(*args)), expected, reference64), "times": []}
+            if compiled is not None:
+                graphs = report_of(compiled).graphs
+                lowered = sum(sum(g.lowered.values()) for g in graphs)
+                calls = sum(sum(g.torch_calls.values()) for g in graphs)
+                row["lowered_share"] = lowered / max(lowered + calls, 1)
+                row["graphs"] = sum(1 for g in graphs if g.fallback is None)
+            rows[label] = row
+            runs.append((label, fn))
+            for _ in range(2):  # warm up (reduce-overhead keeps its buffers from here on)
+                fn(*args)
+        for _ in range(repeats):
+            for label, fn in runs:
+                rows[label]["times"].append(timed(lambda: fn(*args))[0])
+        # A second compile of the same graphs: kernels come from the in-memory cache.
+        torch._dynamo.reset()
+        recompiled = ember.compile(model)
+        first_s, _ = timed(lambda: recompiled(*args))
+        rows["ember default"]["recompile_s"] = max(first_s - eager_s, 0.0)
+    return rows
+
+
+def summarise(results):
+    lines = []
+    labels = ["eager", "torch.compile"] + [f"ember {m}" for m in EMBER_MODES]
+    lines.append("| model | " + " | ".join(f"{l} ms" for l in labels) + " | ember vs eager | ember vs torch.compile "
+                 "| cold compile s (inductor / ember) | ember recompile s | ATen ops lowered | accurate |")
+    lines.append("|" + "---|" * (len(labels) + 7))
+    speedups, vs_inductor = [], []
+    for name, rows in results.items():
+        med = {l: statistics.median(rows[l]["times"]) * 1e3 for l in labels}
+        spread = {l: (min(rows[l]["times"]) * 1e3, max(rows[l]["times"]) * 1e3) for l in labels}
+        best_ember = min(med[f"ember {m}"] for m in EMBER_MODES)
+        speedups.append(med["eager"] / best_ember)
+        vs_inductor.append(med["torch.compile"] / best_ember)
+        cells = [f"{med[l]:.2f} ({spread[l][0]:.2f}–{spread[l][1]:.2f})" for l in labels]
+        accurate = all(rows[l]["accurate"] for l in labels)
+        lines.append(f"| {name} | " + " | ".join(cells) +
+                     f" | {speedups[-1]:.2f}x | {vs_inductor[-1]:.2f}x"
+                     f" | {rows['torch.compile']['cold_compile_s']:.1f} / {rows['ember default']['cold_compile_s']:.2f}"
+                     f" | {rows['ember default']['recompile_s']:.3f}"
+                     f" | {rows['ember default'].get('lowered_share', 0):.0%} | {'yes' if accurate else 'NO'} |")
+    geo = lambda xs: math.exp(sum(math.log(x) for x in xs) / len(xs))  # noqa: E731
+    lines.append("")
+    lines.append(f"Geomean speedup of ember's best mode: {geo(speedups):.2f}x over eager, "
+                 f"{geo(vs_inductor):.2f}x over torch.compile.")
+    return "\n".join(lines), speedups, vs_inductor
+
+
+def chart(results, speedups, vs_inductor, path):
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("matplotlib is not installed: no chart", file=sys.stderr)
+        return
+    names = list(results)
+    x = range(len(names))
+    fig, ax = plt.subplots(figsize=(9, 4))
+    ax.bar([i - 0.2 for i in x], speedups, 0.4, label="ember over eager")
+    ax.bar([i + 0.2 for i in x], vs_inductor, 0.4, label="ember over torch.compile")
+    ax.axhline(1.0, color="black", linewidth=0.8)
+    ax.set_xticks(list(x), names, rotation=20)
+    ax.set_ylabel("speedup (higher is better)")
+    ax.set_title(f"ember inference speedups ({torch.get_num_threads()} threads)")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--models", default=",".join(m for m in model_zoo.MODELS if m != "with_breaks"))
+    parser.add_argument("--repeats", type=int, default=10)
+    parser.add_argument("--threads", type=int, default=os.cpu_count())
+    parser.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "results", "models"))
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    os.environ.setdefault("EMBER_NUM_THREADS", str(args.threads))
+    warnings.simplefilter("ignore")
+    results = {}
+    for name in args.models.split(","):
+        print(f"{name} ...", file=sys.stderr, flush=True)
+        results[name] = bench_model(name, args.repeats)
+    table, speedups, vs_inductor = summarise(results)
+    header = (f"# Models: eager, torch.compile and ember (inference)\n\n"
+              f"{datetime.date.today()}, {platform.processor() or platform.machine()}, {args.threads} threads, "
+              f"torch {torch.__version__}, median of {args.repeats} interleaved repeats (min–max).\n\n")
+    os.makedirs(os.path.dirname(args.out), exist_ok=True)
+    with open(args.out + ".md", "w") as f:
+        f.write(header + table + "\n")
+    chart(results, speedups, vs_inductor, args.out + ".png")
+    print(header + table)
+
+
+if __name__ == "__main__":
+    main()

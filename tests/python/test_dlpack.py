@@ -1,0 +1,84 @@
+"""ember arrays and PyTorch/NumPy tensors share memory through DLPack, both ways, strides and
+offsets included; bad tensors are clear errors."""
+import numpy as np
+import pytest
+import torch
+
+from ember import _C
+
+
+def test_torch_to_ember_and_back_shares_memory_with_strides_and_offset():
+    base = torch.arange(60, dtype=torch.float32).reshape(6, 10)
+    view = base.t()[3:8:2]  # strided, with an offset
+    a = _C.from_dlpack(view)
+    assert a.shape == list(view.shape) and a.strides == list(view.stride()) and a.dtype == "f32"
+    back = torch.from_dlpack(a)
+    assert back.data_ptr() == view.data_ptr() and back.stride() == view.stride()
+    assert torch.equal(back, view)
+    base.add_(1)  # one memory: the change shows through both
+    assert torch.equal(back, view)
+
+
+def test_numpy_both_ways():
+    x = np.arange(24, dtype=np.int16).reshape(4, 6)[:, ::2]
+    a = _C.from_dlpack(x)
+    assert a.dtype == "i16" and a.strides == [6, 2]
+    y = np.from_dlpack(a)
+    assert np.shares_memory(x, y) and (x == y).all()
+
+
+@pytest.mark.parametrize("dtype", [torch.bool, torch.int8, torch.uint8, torch.int32, torch.int64, torch.float16,
+                                   torch.bfloat16, torch.float64])
+def test_every_dtype_round_trips(dtype):
+    t = (torch.arange(10) % 3).to(dtype)
+    assert torch.equal(torch.from_dlpack(_C.from_dlpack(t)), t)
+
+
+def test_ember_memory_outlives_the_python_array():
+    t = torch.ones(1000)
+    back = torch.from_dlpack(_C.from_dlpack(t))
+    del t  # torch keeps the memory alive through ember's storage
+    assert back.sum().item() == 1000
+
+
+def test_bad_inputs_are_clear_errors():
+    with pytest.raises(TypeError, match="__dlpack__"):
+        _C.from_dlpack([1, 2, 3])
+    with pytest.raises(Exception):
+        _C.from_dlpack(torch.ones(2, dtype=torch.complex64))
+    t = torch.ones(2, requires_grad=True)
+    with pytest.raises(Exception):
+        _C.from_dlpack(t)
+    capsule = torch.ones(2).__dlpack__()
+    _C.from_dlpack(capsule)
+    with pytest.raises(ValueError, match="unused"):
+        _C.from_dlpack(capsule)  # already consumed
+
+
+def test_graph_builder_errors_are_value_and_type_errors():
+    g = _C.Graph()
+    x = g.input("f32", [2, 3])
+    with pytest.raises(ValueError, match="unknown op"):
+        g.op("no_such_op", [x])
+    with pytest.raises(TypeError, match="attribute 'axis'"):
+        g.op("softmax", [x], {"axis": "last"})
+    with pytest.raises(ValueError):
+        g.op("matmul", [x, x])
+    with pytest.raises(ValueError, match="unknown dtype"):
+        g.input("f128", [1])
+
+
+def test_compiled_graph_checks_its_inputs():
+    g = _C.Graph()
+    x = g.input("f32", [2, 3])
+    (y,) = g.op("exp", [x])
+    g.set_outputs([y])
+    c = _C.CompiledGraph(g, "default", False)
+    (out,), aliases = c.run([torch.zeros(2, 3)], [])
+    assert torch.equal(torch.from_dlpack(out), torch.ones(2, 3)) and aliases == [-1]
+    with pytest.raises(TypeError, match="input 0"):
+        c.run([torch.zeros(2, 3, dtype=torch.float64)], [])
+    with pytest.raises(ValueError, match="shape"):
+        c.run([torch.zeros(3, 2)], [])
+    with pytest.raises(ValueError, match="takes 1 inputs"):
+        c.run([], [])
