@@ -11,6 +11,23 @@ namespace {
 
 DType gemm_dtype(DType t) { return t == DType::Float64 ? DType::Float64 : DType::Float32; }
 
+// Strides of a [batch..., k, n] view whose memory is the row-major [batch..., n, k] transpose.
+std::vector<int64_t> transposed_strides(const std::vector<int64_t>& batch, int64_t k, int64_t n) {
+  std::vector<int64_t> shape = batch;
+  shape.push_back(n);
+  shape.push_back(k);
+  std::vector<int64_t> strides = Array::contiguous_strides(shape);
+  std::swap(strides[strides.size() - 1], strides[strides.size() - 2]);
+  return strides;
+}
+
+// Whether b ([batch..., k, n], rank >= 2) is laid out as its transpose would be contiguously.
+bool is_transposed_contiguous(const Array& b, int64_t k, int64_t n) {
+  if (b.rank() < 2 || k <= 1 || n <= 1) return false;
+  std::vector<int64_t> batch(b.shape().begin(), b.shape().end() - 2);
+  return b.strides() == transposed_strides(batch, k, n);
+}
+
 template <class T>
 Array matmul_typed(const Call& call) {
   DType gt = gemm_dtype(call.dtype);
@@ -29,10 +46,15 @@ Array matmul_typed(const Call& call) {
     batch[i] = da == 1 ? db : da;
   }
   auto full_shape = [&](std::vector<int64_t> bs, int64_t r, int64_t c) { bs.push_back(r); bs.push_back(c); return bs; };
-  Array ca = to_contiguous(a, gt), cb = to_contiguous(b, gt);
+  Array ca = to_contiguous(a, gt);
+  // A transposed contiguous b (x @ w.t(), q @ k.transpose(-1, -2)) goes to the GEMM as it is,
+  // transposed by the GEMM, instead of being copied into row-major order on every call.
+  bool trans_b = b.dtype() == gt && is_transposed_contiguous(b, k, n);
+  Array cb = trans_b ? b : to_contiguous(b, gt);
   // Contiguous views keep their storage offset (a row slice of a matrix is contiguous).
   Array va = ca.view(full_shape(batch_a, m, k), Array::contiguous_strides(full_shape(batch_a, m, k)), ca.offset());
-  Array vb = cb.view(full_shape(batch_b, k, n), Array::contiguous_strides(full_shape(batch_b, k, n)), cb.offset());
+  Array vb = trans_b ? b.view(full_shape(batch_b, k, n), transposed_strides(batch_b, k, n), b.offset())
+                     : cb.view(full_shape(batch_b, k, n), Array::contiguous_strides(full_shape(batch_b, k, n)), cb.offset());
   std::vector<int64_t> out_shape = full_shape(batch, m, n);
   Array result = Array::empty(gt, out_shape);
   std::vector<int64_t> strides_a = broadcast_strides(va, out_shape), strides_b = broadcast_strides(vb, out_shape);
@@ -47,7 +69,7 @@ Array matmul_typed(const Call& call) {
       oa += idx * strides_a[d];
       ob += idx * strides_b[d];
     }
-    gemm(va.data_as<T>() + oa, vb.data_as<T>() + ob, c + i * m * n, m, n, k, false);
+    gemm(va.data_as<T>() + oa, vb.data_as<T>() + ob, c + i * m * n, m, n, k, trans_b);
   }
   Array shaped = result.view(call.shape, Array::contiguous_strides(call.shape), 0);
   return deliver(call, shaped);

@@ -156,3 +156,12 @@ def test_returned_input_and_its_view_keep_eager_aliasing():
     x = torch.zeros(4)
     y, v = ember.compile(lambda t: (t, t.view(2, 2)))(x)
     assert y.data_ptr() == x.data_ptr() and v.data_ptr() == x.data_ptr()
+
+
+def test_storage_dependent_ops_leave_the_graph_to_pytorch():
+    base = torch.arange(10.0)
+    fn = lambda x: torch.as_strided(x, (2, 2), (1, 2), 1) * 2  # noqa: E731
+    compiled = ember.compile(fn)
+    with pytest.warns(RuntimeWarning, match="storage"):
+        out = compiled(base[1:])
+    assert torch.equal(out, fn(base[1:]))

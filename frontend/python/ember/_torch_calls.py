@@ -8,6 +8,7 @@ import torch
 
 from . import _C
 
+_from_dlpack = getattr(torch._C, "_from_dlpack", None) or torch.from_dlpack
 _calls = {}
 _ids = itertools.count(1)
 _state = threading.local()  # the symbol values of the call running on this thread
@@ -22,7 +23,7 @@ class Call:
         self.layouts = layouts  # per tensor input: the strides eager gives it, or None
 
     def run(self, inputs, outputs):
-        tensors = [_in_layout(torch.from_dlpack(a), s) for a, s in zip(inputs, self.layouts)]
+        tensors = [_in_layout(_from_dlpack(a.__dlpack__()), s) for a, s in zip(inputs, self.layouts)]
         values = getattr(_state, "symbol_values", None)
         args = _fill(self.args, tensors, self.symbols, values)
         kwargs = _fill(self.kwargs, tensors, self.symbols, values)
@@ -32,7 +33,7 @@ class Call:
         if len(results) != len(outputs):
             raise RuntimeError(f"[torch] {self.target} returned {len(results)} tensors, expected {len(outputs)}")
         for dst, src in zip(outputs, results):
-            out = torch.from_dlpack(dst)
+            out = _from_dlpack(dst.__dlpack__())
             if out.shape != src.shape or out.dtype != src.dtype:
                 raise RuntimeError(f"[torch] {self.target} returned {src.dtype}{list(src.shape)}, "
                                    f"the graph expects {out.dtype}{list(out.shape)}")

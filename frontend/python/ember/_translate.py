@@ -11,11 +11,23 @@ import weakref
 
 import sympy
 import torch
-from torch._subclasses.fake_tensor import unset_fake_temporarily
 
 from . import _C, _torch_calls
 from ._lower import LOWERINGS, ember_dtype
 from ._symbols import Symbols, Unsupported
+
+
+# Ops whose result depends on the input's storage (offset and memory beyond its own elements),
+# not only on its values: neither a lowering nor a torch call can reproduce them, so a graph with
+# one runs on PyTorch.
+_STORAGE_OPS = ("aten.as_strided", "aten.set_", "aten.resize_")
+
+
+# DLPack through PyTorch's C functions: Tensor.__dlpack__ and torch.from_dlpack are Python
+# wrappers whose checks cost more than the rest of a small call (and refuse tensors that require
+# grad, which is AOTAutograd's business around this call, not ours).
+to_dlpack = getattr(torch._C, "_to_dlpack", None) or (lambda t: t.detach().__dlpack__())
+from_dlpack = getattr(torch._C, "_from_dlpack", None) or torch.from_dlpack
 
 
 class Context:
@@ -86,6 +98,8 @@ class CompiledFx:
         weakref.finalize(self, _torch_calls.release, list(self.torch_calls))
         self.translate_ms = (time.perf_counter() - start) * 1e3
         self.view_roots = _view_roots(gm)  # per ember output
+        self.input_sources = [(kind == "arg", src) for kind, src in self.inputs]
+        self.outputs_are_tensors = [o for o in self.outputs] == [("ember", k) for k in range(len(self.outputs))]
 
     # --- translation -------------------------------------------------------------------------
 
@@ -97,9 +111,7 @@ class CompiledFx:
             if not isinstance(tensor, torch.Tensor):
                 raise Unsupported(f"get_attr of {type(tensor).__name__}")
             # Compilers run under AOTAutograd's fake mode; this tensor is real.
-            with unset_fake_temporarily():
-                constant = tensor.detach()
-            self.env[node] = self._add_input(("const", constant), tensor)
+            self.env[node] = self._add_input(("const", tensor), tensor)
         elif node.op == "call_function":
             self.env[node] = self._call(node, cx)
         elif node.op == "output":
@@ -152,6 +164,8 @@ class CompiledFx:
         if not isinstance(target, torch._ops.OpOverload):
             raise Unsupported(f"call of {target}")
         name = str(target)
+        if name.startswith(_STORAGE_OPS):
+            raise Unsupported(f"{name} reads its input's storage, which ember does not keep as eager does")
         lower = LOWERINGS.get(name)
         if lower is not None:
             try:
@@ -240,18 +254,21 @@ class CompiledFx:
         return self.view_roots[k] == self.view_roots[-2 - share]
 
     def __call__(self, args):
-        values = self.symbols.values(args)
-        # Detached: DLPack does not export tensors that require grad, and autograd is
-        # AOTAutograd's business around this call.
-        inputs = [args[src].detach() if kind == "arg" else src for kind, src in self.inputs]
-        with _torch_calls.symbol_values(values):
-            arrays, shares = self.compiled.run(inputs, values)
-        tensors = [torch.from_dlpack(a) for a in arrays]
+        values = self.symbols.values(args) if self.symbols.sources else []
+        inputs = [to_dlpack(args[src] if is_arg else src) for is_arg, src in self.input_sources]
+        if self.torch_calls:
+            with _torch_calls.symbol_values(values):
+                capsules, shares = self.compiled.run(inputs, values)
+        else:
+            capsules, shares = self.compiled.run(inputs, values)
+        tensors = [from_dlpack(c) for c in capsules]
         for k, share in enumerate(shares):
             # Shared memory where eager's results do not share it: a copy, as PyTorch may
             # mutate one of them (a clone of an input, two equal values that CSE merged).
             if share != -1 and not self._may_share(k, share):
                 tensors[k] = tensors[k].clone()
+        if self.outputs_are_tensors:  # the common case: the graph's outputs are its tensors, in order
+            return tensors
         out = []
         for kind, v in self.outputs:
             if kind == "ember":

@@ -157,10 +157,10 @@ class CompiledGraph {
     info_.hash = structural_hash(g.graph());
   }
 
-  // The outputs, and for each what it shares memory with: input i (i >= 0), an earlier output j
+  // The outputs as DLPack capsules, and for each what it shares memory with: input i (i >= 0), an earlier output j
   // (-2 - j), or nothing (-1). The bridge copies an output that shares memory where eager's
   // would not (a CSE'd duplicate, a fresh value that is an input).
-  std::pair<std::vector<Array>, std::vector<int64_t>> run(const py::list& inputs, const SymbolValues& symbols) const {
+  std::pair<py::list, std::vector<int64_t>> run(const py::list& inputs, const SymbolValues& symbols) const {
     std::vector<Array> arrays;
     arrays.reserve(inputs.size());
     for (py::handle h : inputs) arrays.push_back(array_from_dlpack(h));
@@ -184,7 +184,9 @@ class CompiledGraph {
       for (size_t j = 0; j < k && shares[k] == -1; ++j)
         if (outputs[j].storage().get() == s) shares[k] = -2 - static_cast<int64_t>(j);
     }
-    return {std::move(outputs), std::move(shares)};
+    py::list capsules;
+    for (const Array& a : outputs) capsules.append(array_to_dlpack(a));
+    return {std::move(capsules), std::move(shares)};
   }
 
   py::dict info() const {
