@@ -33,6 +33,23 @@ std::string KernelSpec::str() const {
 
 std::string KernelSpec::hash() const { return sha256_hex(str()); }
 
+bool is_row_reduction(Op op) { return op == Op::Sum || op == Op::Mean || op == Op::Max || op == Op::Min; }
+
+bool KernelSpec::reduces() const {
+  return std::any_of(body.begin(), body.end(), [](const KernelInstr& b) { return is_row_reduction(b.op); });
+}
+
+std::vector<bool> KernelSpec::row_values() const {
+  std::vector<bool> row;
+  for (const KernelInput& in : inputs) row.push_back(in.broadcast.back());
+  for (const KernelInstr& b : body) {
+    bool all = true;
+    for (int a : b.args) all = all && row[a];
+    row.push_back(is_row_reduction(b.op) || all);
+  }
+  return row;
+}
+
 namespace {
 
 // A line-oriented reader: each call takes what it needs from the front of the line.
@@ -204,10 +221,20 @@ class SpecParser {
 
 KernelSpec parse_kernel_spec(const std::string& text) { return SpecParser().parse(text); }
 
-KernelSpec spec_of_group(const std::vector<Node*>& nodes, const std::vector<Value>& outputs,
+namespace {
+
+// What a row reduction accumulates in: sums and means in the registry's accumulator (float32
+// for float16/bfloat16/float32, float64 for float64); max and min pick, in the register type.
+DType reduction_compute_dtype(Op op, DType input) {
+  if (op == Op::Sum) return op_info(Op::Sum).reduction->accumulator(input);
+  return input == DType::Float64 ? DType::Float64 : DType::Float32;
+}
+
+}  // namespace
+
+KernelSpec spec_of_group(const std::vector<Node*>& nodes, const Shape& domain, const std::vector<Value>& outputs,
                          std::vector<Value>& inputs) {
   KernelSpec spec;
-  const Shape& domain = nodes.front()->type().shape;
   spec.rank = std::max<int>(1, static_cast<int>(domain.size()));
   std::unordered_map<const Node*, int> number;  // a group node's value number, once defined
   std::unordered_map<Value, int, ValueHash> input_number;
@@ -234,7 +261,8 @@ KernelSpec spec_of_group(const std::vector<Node*>& nodes, const std::vector<Valu
   for (Node* n : nodes) {
     std::vector<TensorType> types;
     for (const Value& in : n->inputs()) types.push_back(in.type());
-    DType compute = elementwise_compute_dtype(n->op, types, n->type().dtype);
+    DType compute = is_row_reduction(n->op) ? reduction_compute_dtype(n->op, types[0].dtype)
+                                            : elementwise_compute_dtype(n->op, types, n->type().dtype);
     KernelInstr instr{n->op, n->attrs, {}, n->type().dtype, compute};
     for (const Value& in : n->inputs()) instr.args.push_back(operand(in));
     number[n] = static_cast<int>(spec.inputs.size() + spec.body.size());

@@ -9,6 +9,12 @@
 // elementwise_compute_dtype, the conversions of the interpreter's load and store); the outputs
 // are stored contiguously over the whole domain.
 //
+// A row kernel also reduces over the domain's last dim: a `sum`, `mean`, `max` or `min`
+// instruction folds its argument over the row (computing in `compute`, the accumulator) into one
+// value per row. Row values (reductions, inputs broadcast along the last dim, and elementwise
+// instructions over only those) are computed once per row; an output that is a row value is
+// stored once per row (its array is the domain with the last dim 1, or without it).
+//
 // Sizes and strides are not in the spec: they are run-time arguments, so one compiled kernel
 // serves every size (symbolic or static) with the same structure, and the spec's text is the
 // kernel cache's key. The text form:
@@ -51,6 +57,9 @@ struct KernelSpec {
   DType dtype_of(int value) const {
     return value < static_cast<int>(inputs.size()) ? inputs[value].dtype : body[value - inputs.size()].dtype;
   }
+  // Whether the kernel reduces (a row kernel), and which values are row values.
+  bool reduces() const;
+  std::vector<bool> row_values() const;
   std::string str() const;
   // The hex SHA-256 of str(): the kernel's name and cache key.
   std::string hash() const;
@@ -59,9 +68,12 @@ struct KernelSpec {
 // Parses the text form; throws ember::Error(Value) naming the line on malformed text.
 KernelSpec parse_kernel_spec(const std::string& text);
 
-// The spec of a fusion group: its nodes (in graph order, one output shape), the values it reads
-// from outside (filled in, in the spec's input order) and the values it must store (given).
-KernelSpec spec_of_group(const std::vector<Node*>& nodes, const std::vector<Value>& outputs,
+// Whether an instruction of this op folds over the row.
+bool is_row_reduction(Op op);
+
+// The spec of a fusion group: its nodes (in graph order) over `domain`, the values it reads from
+// outside (filled in, in the spec's input order) and the values it must store (given).
+KernelSpec spec_of_group(const std::vector<Node*>& nodes, const Shape& domain, const std::vector<Value>& outputs,
                          std::vector<Value>& inputs);
 
 }  // namespace ember::codegen

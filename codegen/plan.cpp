@@ -3,6 +3,7 @@
 #include <unordered_set>
 
 #include "codegen/cpu/cpu_kernel.h"
+#include "codegen/cpu/emit_kernel.h"
 #include "codegen/cpu/emit_ops.h"
 #include "ir/error.h"
 #include "passes/fuse.h"
@@ -12,6 +13,7 @@
 namespace ember::codegen {
 
 bool cpu_can_compute(const Node* n) {
+  if (reduces_last_dim(n)) return cpu::can_emit_row_reduction(n);
   if (!n->info().is_elementwise() || n->num_outputs() != 1) return false;
   std::vector<TensorType> types;
   for (const Value& in : n->inputs()) types.push_back(in.type());
@@ -47,7 +49,7 @@ std::shared_ptr<const Executable> build_cpu_executable(std::unique_ptr<Graph> gr
       FusedStep step;
       step.outputs = group_outputs(group, returned);
       if (step.outputs.empty()) continue;  // dead: nothing reads it (DCE keeps only nodes that must run)
-      specs.push_back(spec_of_group(group.nodes, step.outputs, step.inputs));
+      specs.push_back(spec_of_group(group.nodes, group.domain, step.outputs, step.inputs));
       step.nodes.assign(group.nodes.begin(), group.nodes.end());
       steps.push_back(std::move(step));
     }

@@ -7,6 +7,7 @@ ModeConfig default_mode() {
   ModeConfig m;
   m.name = "default";
   m.passes = {
+      "decompose-rows",  // softmax, the norms, ...: one row kernel each after fusion
       "constant-fold",  // evaluate small constant subgraphs
       "simplify",       // algebraic identities (x * 1, reshape to the same shape, ...)
       "cse",            // merge identical nodes

@@ -17,8 +17,11 @@ class Fuser {
     int p = 0;
     for (Node* n : g.nodes()) position_[n->id()] = p++;
     log_ = config::log_enabled("fusion");
-    for (Node* n : g.nodes())
-      if (n->info().is_elementwise() && n->num_outputs() == 1 && can_compute_(n)) place(n);
+    for (Node* n : g.nodes()) {
+      if (n->num_outputs() != 1 || !can_compute_(n)) continue;
+      if (n->info().is_elementwise()) place(n, n->type().shape);
+      else if (reduces_last_dim(n)) place(n, n->inputs()[0].type().shape);
+    }
   }
 
   // The non-empty groups (merging empties some).
@@ -30,23 +33,39 @@ class Fuser {
   }
 
  private:
-  // Joins its producers' groups (of its domain) and merges them into one when that keeps it
-  // convex; else joins the first one that does; else starts a group.
-  void place(Node* n) {
+  // Joins its producers' groups over `domain` (n's shape, or a reduction's input shape; an
+  // elementwise node over a row group's rows joins it too) and merges them into one when that
+  // keeps it convex; else joins the first one that does; else starts a group.
+  void place(Node* n, const Shape& domain) {
+    bool reduction = !n->info().is_elementwise();
     std::vector<int> candidates;
     std::string why_not;
     for (const Value& in : n->inputs()) {
       int g = group_of_[in.node->id()];
       if (g < 0 || std::find(candidates.begin(), candidates.end(), g) != candidates.end()) continue;
-      if (groups_[g].nodes.front()->type().shape != n->type().shape) {
+      const FusionGroup& group = groups_[g];
+      bool fits = group.domain == domain || (!reduction && group.reduces && rows_of(group.domain) == domain);
+      if (!fits || (!candidates.empty() && group.domain != groups_[candidates[0]].domain)) {
         why_not += " group " + std::to_string(g) + ": another domain;";
         continue;
       }
       candidates.push_back(g);
     }
+    // No producer's group: a group over the same domain that reads one of n's inputs too (a
+    // sibling: mean and variance of one input in one pass over it).
+    if (candidates.empty()) {
+      for (const Value& in : n->inputs())
+        for (const Use& u : in.node->uses()) {
+          int g = u.user && u.user != n ? group_of_[u.user->id()] : -1;
+          if (g >= 0 && groups_[g].domain == domain &&
+              std::find(candidates.begin(), candidates.end(), g) == candidates.end())
+            candidates.push_back(g);
+        }
+      if (candidates.size() > 1) candidates.resize(1);  // joining one is enough to share the reads
+    }
     if (candidates.size() > 1 && !leaves_and_returns(n, candidates)) {
       for (size_t i = 1; i < candidates.size(); ++i) merge(candidates[i], candidates[0]);
-      add(n, candidates[0]);
+      add(n, candidates[0], reduction);
       if (log_) config::log("fusion", name(n) + " joins groups " + list(candidates) + ", merged into " + std::to_string(candidates[0]));
       return;
     }
@@ -56,25 +75,33 @@ class Fuser {
                    std::string(path->info().name) + ";";
         continue;
       }
-      add(n, g);
+      add(n, g, reduction);
       if (log_) config::log("fusion", name(n) + " joins group " + std::to_string(g));
       return;
     }
     group_of_[n->id()] = static_cast<int>(groups_.size());
-    groups_.push_back({{n}});
+    groups_.push_back({{n}, domain, reduction});
     if (log_)
       config::log("fusion", name(n) + " starts group " + std::to_string(groups_.size() - 1) +
                                 (why_not.empty() ? "" : " (not joined:" + why_not + ")"));
   }
 
-  void add(Node* n, int g) {
+  // The domain with its last dim 1: the shape of a row's values.
+  static Shape rows_of(Shape domain) {
+    if (!domain.empty()) domain.back() = Dim(1);
+    return domain;
+  }
+
+  void add(Node* n, int g, bool reduction) {
     group_of_[n->id()] = g;
     groups_[g].nodes.push_back(n);
+    groups_[g].reduces = groups_[g].reduces || reduction;
   }
 
   // Moves group `from` into group `into`, keeping graph order; `from` is left empty.
   void merge(int from, int into) {
     for (Node* m : groups_[from].nodes) group_of_[m->id()] = into;
+    groups_[into].reduces = groups_[into].reduces || groups_[from].reduces;
     std::vector<Node*>& a = groups_[into].nodes;
     a.insert(a.end(), groups_[from].nodes.begin(), groups_[from].nodes.end());
     std::sort(a.begin(), a.end(), [&](Node* x, Node* y) { return position_[x->id()] < position_[y->id()]; });
@@ -131,6 +158,17 @@ class Fuser {
 };
 
 }  // namespace
+
+bool reduces_last_dim(const Node* n) {
+  if (!n->info().is_reduction() || n->num_outputs() != 1 || n->inputs().size() != 1) return false;
+  if (n->op != Op::Sum && n->op != Op::Mean && n->op != Op::Max && n->op != Op::Min) return false;
+  int64_t rank = static_cast<int64_t>(n->inputs()[0].type().shape.size());
+  // Without keepdim, [rows] would broadcast against the domain from the right, not per row (a
+  // 1-d input has one row: its 0-d result broadcasts the same either way).
+  if (rank == 0 || (rank > 1 && !attr_bool(n->attrs, "keepdim"))) return false;
+  std::vector<int64_t> axes = normalize_axes(n->info().name, attr_ints(n->attrs, "axes"), rank);
+  return axes == std::vector<int64_t>{rank - 1} || (axes.empty() && rank == 1);
+}
 
 std::vector<FusionGroup> find_fusion_groups(const Graph& g,
                                             const std::function<bool(const Node*)>& can_compute) {

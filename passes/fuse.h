@@ -5,8 +5,11 @@
 // (the one IR stays the one thing passes, printers and hashes see). Code generation lowers each
 // group to a KernelSpec and the plan runs it as one step (runtime/executable.h).
 //
-// Today a group is a set of elementwise nodes with one output shape, its iteration domain; their
-// inputs may broadcast into it. A node the backend can compute joins its producers' groups of
+// A group is a set of elementwise nodes over one iteration domain; their inputs may broadcast
+// into it. A row group also holds reductions over the domain's last dim (sum, mean, max, min),
+// and elementwise nodes over its rows (the domain with the last dim 1), so that softmax or a
+// layer norm is one kernel: per row, a pass over the row for each level of reductions that
+// depend on each other, then one that writes the row's outputs. A node the backend can compute joins its producers' groups of
 // its domain, merging them (a where over two fused branches is one kernel), as long as the
 // group stays convex (no path leaves the group and comes back, or it could not run as one
 // step); failing that it joins one of them, or starts a group. Views are not in groups: they
@@ -23,9 +26,15 @@ namespace ember {
 
 struct FusionGroup {
   std::vector<Node*> nodes;  // in graph order
+  Shape domain;              // what the kernel iterates over
+  bool reduces = false;      // a row group: it holds reductions over the domain's last dim
 };
 
-// `can_compute(n)`: whether the backend can compute node n inside a kernel.
+// Whether n reduces its input over the input's last dim only (what a row group can hold).
+bool reduces_last_dim(const Node* n);
+
+// `can_compute(n)`: whether the backend can compute node n (elementwise, or a reduction of the
+// last dim) inside a kernel.
 std::vector<FusionGroup> find_fusion_groups(const Graph& g,
                                             const std::function<bool(const Node*)>& can_compute);
 

@@ -27,5 +27,6 @@ std::unique_ptr<Pass> make_cse();
 std::unique_ptr<Pass> make_constant_fold();
 std::unique_ptr<Pass> make_simplify();
 std::unique_ptr<Pass> make_decompose();
+std::unique_ptr<Pass> make_decompose_rows();
 
 }  // namespace ember

@@ -15,6 +15,7 @@ const std::vector<std::pair<std::string, std::function<std::unique_ptr<Pass>()>>
       {"constant-fold", make_constant_fold},
       {"simplify", make_simplify},
       {"decompose", make_decompose},
+      {"decompose-rows", make_decompose_rows},
   };
   return table;
 }

@@ -20,15 +20,16 @@ constexpr int64_t kGrainElements = 32768;
 // The kernel's meta array ([Note: the CPU kernel ABI]): the domain's sizes, then each operand's
 // strides over it, collapsed: size-1 dims other than the last are dropped (their index is always
 // 0), and neighbours that every operand walks as one (stride[d-1] == stride[d] * size[d]) merge.
-// The kernel's rank is kept with leading 1s. Done in place, in a buffer the thread keeps, so a
+// The kernel's rank is kept with leading 1s. A row kernel keeps its last dim (the reduced one)
+// apart. Done in place, in a buffer the thread keeps, so a
 // launch allocates nothing.
-void collapse(int64_t* meta, int rank, size_t operands) {
+void collapse(int64_t* meta, int rank, size_t operands, bool keep_last) {
   int64_t* sizes = meta;
   auto stride = [&](size_t k, int d) -> int64_t& { return meta[rank * (1 + k) + d]; };
   int kept = 0;  // dims kept so far, packed at the front
   for (int d = 0; d < rank; ++d) {
     if (sizes[d] == 1 && d != rank - 1) continue;
-    if (kept > 0) {
+    if (kept > 0 && !(keep_last && d == rank - 1)) {
       // Merge into the previous kept dim when every operand allows it. An operand that
       // broadcasts along both has stride 0 on both, and still does after the merge.
       bool mergeable = true;
@@ -53,6 +54,12 @@ void collapse(int64_t* meta, int rank, size_t operands) {
 
 }  // namespace
 
+CpuKernel::CpuKernel(KernelSpec spec, KernelFn fn, std::string name)
+    : spec_(std::move(spec)), fn_(fn), name_(std::move(name)), reduces_(spec_.reduces()) {
+  std::vector<bool> row = spec_.row_values();
+  for (int v : spec_.outputs) row_outputs_.push_back(reduces_ && row[v]);
+}
+
 void CpuKernel::run(std::span<const Array> inputs, std::span<const Array> outputs) const {
   const int rank = spec_.rank;
   const size_t operands = inputs.size() + outputs.size();
@@ -61,9 +68,17 @@ void CpuKernel::run(std::span<const Array> inputs, std::span<const Array> output
   meta_buffer.assign(rank * (1 + operands), 0);
   buffer_list.clear();
   int64_t* meta = meta_buffer.data();
-  const std::vector<int64_t>& domain = outputs[0].shape();
-  int lead_out = rank - static_cast<int>(domain.size());  // 1 for a 0-d domain
-  for (int d = 0; d < rank; ++d) meta[d] = d < lead_out ? 1 : domain[d - lead_out];
+  // The domain: every operand broadcasts into it, right-aligned (a row output without its last
+  // dim aligns with the rows).
+  for (int d = 0; d < rank; ++d) meta[d] = 1;
+  auto widen = [&](const std::vector<int64_t>& shape, int shift) {
+    int lead = rank - shift - static_cast<int>(shape.size());
+    for (int d = std::max(lead, 0); d < rank - shift; ++d)
+      if (shape[d - lead] != 1) meta[d] = shape[d - lead];
+  };
+  for (const Array& a : inputs) widen(a.shape(), 0);
+  for (size_t o = 0; o < outputs.size(); ++o)
+    widen(outputs[o].shape(), row_outputs_[o] && outputs[o].rank() < rank ? 1 : 0);
   for (size_t k = 0; k < inputs.size(); ++k) {
     const Array& a = inputs[k];
     int64_t* st = meta + rank * (1 + k);
@@ -75,23 +90,25 @@ void CpuKernel::run(std::span<const Array> inputs, std::span<const Array> output
   for (size_t o = 0; o < outputs.size(); ++o) {
     int64_t* st = meta + rank * (1 + inputs.size() + o);
     int64_t step = 1;
-    for (int d = rank - 1; d >= 0; --d) {  // contiguous over the domain
-      st[d] = step;
-      step *= std::max<int64_t>(meta[d], 1);
+    for (int d = rank - 1; d >= 0; --d) {  // contiguous over the domain, or over its rows
+      bool along_row = row_outputs_[o] && d == rank - 1;
+      st[d] = along_row ? 0 : step;
+      step *= along_row ? 1 : std::max<int64_t>(meta[d], 1);
     }
     buffer_list.push_back(outputs[o].data());
   }
-  collapse(meta, rank, operands);
+  collapse(meta, rank, operands, reduces_);
 
   int64_t inner = meta[rank - 1], rows = 1;
   for (int d = 0; d + 1 < rank; ++d) rows *= meta[d];
-  if (rows == 0 || inner == 0) return;
+  // An empty row still has its reductions' values (a sum of nothing is 0).
+  if (rows == 0 || (inner == 0 && !reduces_)) return;
   KernelFn fn = fn_;
   void* const* b = buffer_list.data();
   const int64_t* m = meta;
-  if (rows * inner < 2 * kGrainElements || num_threads() == 1) return fn(0, rows, 0, inner, b, m);
-  if (rows >= num_threads()) {
-    parallel_for(rows, std::max<int64_t>(1, kGrainElements / inner),
+  if (rows * std::max<int64_t>(inner, 1) < 2 * kGrainElements || num_threads() == 1) return fn(0, rows, 0, inner, b, m);
+  if (rows >= num_threads() || reduces_) {
+    parallel_for(rows, std::max<int64_t>(1, kGrainElements / std::max<int64_t>(inner, 1)),
                  [&](int64_t begin, int64_t end) { fn(begin, end, 0, inner, b, m); });
   } else {
     parallel_for(inner, kGrainElements / rows + 64,
@@ -134,7 +151,7 @@ bool dumping() {
 
 // Bumped whenever the emitter or the lowering changes what a spec compiles to: old entries of the
 // disk cache must not be loaded for it.
-constexpr const char* kCodegenVersion = "cpu-4";
+constexpr const char* kCodegenVersion = "cpu-5";
 
 std::string disk_key(const KernelSpec& spec) {
   return sha256_hex(spec.str() + "\ntarget " + host_target() + "\nllvm " + llvm_version() + "\nember " +

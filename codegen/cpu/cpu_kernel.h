@@ -13,8 +13,7 @@ namespace ember::codegen::cpu {
 
 class CpuKernel : public KernelStep {
  public:
-  CpuKernel(KernelSpec spec, KernelFn fn, std::string name)
-      : spec_(std::move(spec)), fn_(fn), name_(std::move(name)) {}
+  CpuKernel(KernelSpec spec, KernelFn fn, std::string name);
   void run(std::span<const Array> inputs, std::span<const Array> outputs) const override;
   std::string name() const override { return name_; }
   const KernelSpec& spec() const { return spec_; }
@@ -23,6 +22,8 @@ class CpuKernel : public KernelStep {
   KernelSpec spec_;
   KernelFn fn_;
   std::string name_;
+  bool reduces_;                   // a row kernel: threads split rows only, the last dim stays whole
+  std::vector<bool> row_outputs_;  // outputs stored once per row
 };
 
 struct KernelBuild {

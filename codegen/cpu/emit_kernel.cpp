@@ -1,8 +1,11 @@
 #include "codegen/cpu/emit_kernel.h"
 
+#include <algorithm>
+#include <limits>
 #include <vector>
 
 #include "codegen/cpu/emit_ops.h"
+#include "ir/error.h"
 
 namespace ember::codegen::cpu {
 
@@ -18,9 +21,13 @@ namespace {
 class KernelWriter {
  public:
   KernelWriter(const KernelSpec& spec, const std::string& name)
-      : spec_(spec), name_(name), operands_(spec.inputs.size() + spec.outputs.size()) {}
+      : spec_(spec), name_(name), operands_(spec.inputs.size() + spec.outputs.size()),
+        row_(spec.row_values()) {
+    for (int v : spec.outputs) row_output_.push_back(spec.reduces() && row_[v]);
+  }
 
   std::string write() {
+    if (spec_.reduces()) return write_rows();
     m_.open("func.func @" + name_ + "(%row_begin: i64, %row_end: i64, %inner_begin: i64, %inner_end: i64, " +
             "%buffers: !llvm.ptr, %meta: !llvm.ptr) {");
     c0_ = m_.int_constant(0, i64());
@@ -64,7 +71,9 @@ class KernelWriter {
     }
   }
 
-  bool reads_along_inner(size_t k) const { return k >= num_inputs() || !spec_.inputs[k].broadcast[rank() - 1]; }
+  bool reads_along_inner(size_t k) const {
+    return k >= num_inputs() ? !row_output_[k - num_inputs()] : !spec_.inputs[k].broadcast[rank() - 1];
+  }
 
   Val fast_path_condition() {
     Val all = m_.let("arith.constant true", {"i1", 0});
@@ -167,6 +176,247 @@ class KernelWriter {
       store(out, values[spec_.outputs[out]], base[num_inputs() + out], j, width);
   }
 
+  // [Note: row kernels]
+  // A kernel with reductions over the last dim runs, per row: the row values that need no
+  // reduction (inputs broadcast along the row and what is computed from them alone); then for
+  // each level of reductions (level 1 folds values of the row, level 2 folds values that need a
+  // level-1 result, as a variance needs its mean) one pass over the row, on vectors with one
+  // accumulator per reduction per lane when the strides allow, then on scalars over the rest;
+  // after each, the row values its results make ready; then one pass that computes and stores
+  // the outputs over the row, and the row outputs once. Values of the row are recomputed in
+  // each pass that needs them: loads and arithmetic are cheaper than memory for a temporary.
+  std::string write_rows() {
+    m_.open("func.func @" + name_ + "(%row_begin: i64, %row_end: i64, %inner_begin: i64, %inner_end: i64, " +
+            "%buffers: !llvm.ptr, %meta: !llvm.ptr) {");
+    c0_ = m_.int_constant(0, i64());
+    c1_ = m_.int_constant(1, i64());
+    read_meta();
+    Val fast = fast_path_condition();
+    std::vector<int> levels = value_levels();
+    int max_level = *std::max_element(levels.begin(), levels.end());
+    m_.open("scf.for %row = %row_begin to %row_end step " + c1_.name + " : i64 {");
+    std::vector<Val> base = row_offsets();
+    row_vals_.assign(row_.size(), Val{});
+    ready_row_values(base, levels, 0);
+    for (int level = 1; level <= max_level; ++level) {
+      std::vector<int> reductions;
+      for (size_t v = num_inputs(); v < row_.size(); ++v)
+        if (levels[v] == level && is_row_reduction(instr(v).op)) reductions.push_back(static_cast<int>(v));
+      std::vector<Val> folded = reduce_pass(base, fast, reductions);
+      for (size_t i = 0; i < reductions.size(); ++i) row_vals_[reductions[i]] = finish(reductions[i], folded[i]);
+      ready_row_values(base, levels, level);
+    }
+    store_pass(base, fast);
+    for (size_t out = 0; out < spec_.outputs.size(); ++out)
+      if (row_output_[out]) store(out, row_vals_[spec_.outputs[out]], base[num_inputs() + out], "%inner_begin", 0);
+    m_.close();
+    m_.line("return");
+    m_.close();
+    return "module {\n" + m_.text() + "}\n";
+  }
+
+  const KernelInstr& instr(size_t v) const { return spec_.body[v - num_inputs()]; }
+
+  // The pass after which each value is known: inputs 0, a reduction one more than its argument,
+  // anything else its latest argument's.
+  std::vector<int> value_levels() const {
+    std::vector<int> levels(num_inputs(), 0);
+    for (const KernelInstr& b : spec_.body) {
+      int level = 0;
+      for (int a : b.args) level = std::max(level, levels[a]);
+      levels.push_back(is_row_reduction(b.op) ? level + 1 : level);
+    }
+    return levels;
+  }
+
+  // Computes the row values (not reductions) that level `level` makes ready, as scalars.
+  void ready_row_values(const std::vector<Val>& base, const std::vector<int>& levels, int level) {
+    for (size_t v = 0; v < row_.size(); ++v) {
+      if (!row_[v] || !row_vals_[v].name.empty() || levels[v] > level) continue;
+      if (v < num_inputs()) {
+        row_vals_[v] = load(v, base[v], "%inner_begin", 0);
+        continue;
+      }
+      if (is_row_reduction(instr(v).op)) continue;
+      std::vector<Val> args;
+      std::vector<DType> dtypes;
+      for (int a : instr(v).args) {
+        args.push_back(row_vals_[a]);
+        dtypes.push_back(spec_.dtype_of(a));
+      }
+      row_vals_[v] = emit_op(m_, instr(v), args, dtypes);
+    }
+  }
+
+  // Value v at inner position j (a vector of `width` from there, or a scalar): row values
+  // broadcast, the rest loaded or computed, each once per position (memo).
+  Val value_at(int v, const std::vector<Val>& base, const std::string& j, int width, std::vector<Val>& memo) {
+    if (!memo[v].name.empty()) return memo[v];
+    Val out;
+    if (row_[v]) {
+      out = row_vals_[v];
+      if (width) out = broadcast(out, width);
+    } else if (v < static_cast<int>(num_inputs())) {
+      out = load(v, base[v], j, width);
+    } else {
+      std::vector<Val> args;
+      std::vector<DType> dtypes;
+      for (int a : instr(v).args) {
+        args.push_back(value_at(a, base, j, width, memo));
+        dtypes.push_back(spec_.dtype_of(a));
+      }
+      out = emit_op(m_, instr(v), args, dtypes);
+    }
+    return memo[v] = out;
+  }
+
+  Val broadcast(const Val& scalar, int width) {
+    Ty ty{scalar.ty.elem, width};
+    return m_.let("vector.broadcast " + scalar.name + " : " + scalar.ty.str() + " to " + ty.str(), ty);
+  }
+
+  static const char* combine_op(Op op) {
+    return op == Op::Max ? "arith.maximumf" : op == Op::Min ? "arith.minimumf" : "arith.addf";
+  }
+  static const char* horizontal_kind(Op op) { return op == Op::Max ? "maximumf" : op == Op::Min ? "minimumf" : "add"; }
+  static double identity(Op op) {
+    if (op == Op::Max) return -std::numeric_limits<double>::infinity();
+    if (op == Op::Min) return std::numeric_limits<double>::infinity();
+    return 0.0;
+  }
+
+  // The name of result i of a multi-result op named `name` with `count` results.
+  static std::string result(const std::string& name, size_t count, size_t i) {
+    return count == 1 ? name : name + "#" + std::to_string(i);
+  }
+  static std::string results_decl(const std::string& name, size_t count) {
+    return count == 1 ? name : name + ":" + std::to_string(count);
+  }
+  static std::string type_list(const std::vector<Ty>& types) {
+    std::string s;
+    for (const Ty& t : types) s += (s.empty() ? "" : ", ") + t.str();
+    return s;
+  }
+
+  // One pass over the row folding each of `reductions`; returns their scalar results (in the
+  // accumulator's register type, not yet finished).
+  std::vector<Val> reduce_pass(const std::vector<Val>& base, const Val& fast, const std::vector<int>& reductions) {
+    const size_t n = reductions.size();
+    int width = vector_width(spec_);
+    std::vector<Ty> scalar_types, vector_types;
+    for (int r : reductions) {
+      std::string elem = register_type(instr(r).compute);
+      scalar_types.push_back({elem, 0});
+      vector_types.push_back({elem, width});
+    }
+    std::vector<Ty> if_types = scalar_types;
+    if_types.push_back(i64());
+    std::string split = m_.fresh();
+    m_.open(results_decl(split, n + 1) + " = scf.if " + fast.name + " -> (" + type_list(if_types) + ") {");
+    Val w = m_.int_constant(width, i64());
+    Val span = m_.binary("arith.subi", Val{"%inner_end", i64()}, Val{"%inner_begin", i64()});
+    Val vector_end = m_.binary("arith.addi", Val{"%inner_begin", i64()},
+                               m_.binary("arith.muli", m_.binary("arith.divsi", span, w), w));
+    std::vector<Val> inits;
+    for (size_t i = 0; i < n; ++i) inits.push_back(m_.constant(identity(instr(reductions[i]).op), vector_types[i]));
+    std::vector<Val> vector_accs = fold_loop(base, reductions, "%inner_begin", vector_end.name, w.name, width, inits);
+    std::vector<std::string> yields;
+    for (size_t i = 0; i < n; ++i)
+      yields.push_back(m_.let("vector.reduction <" + std::string(horizontal_kind(instr(reductions[i]).op)) + ">, " +
+                                  vector_accs[i].name + " : " + vector_types[i].str() + " into " + scalar_types[i].str(),
+                              scalar_types[i]).name);
+    yields.push_back(vector_end.name);
+    m_.line("scf.yield " + join(yields) + " : " + type_list(if_types));
+    m_.middle("} else {");
+    std::vector<std::string> identities;
+    for (size_t i = 0; i < n; ++i) identities.push_back(m_.constant(identity(instr(reductions[i]).op), scalar_types[i]).name);
+    identities.push_back("%inner_begin");
+    m_.line("scf.yield " + join(identities) + " : " + type_list(if_types));
+    m_.close();
+    std::vector<Val> partial;
+    for (size_t i = 0; i < n; ++i) partial.push_back({result(split, n + 1, i), scalar_types[i]});
+    return fold_loop(base, reductions, result(split, n + 1, n), "%inner_end", c1_.name, 0, partial);
+  }
+
+  // scf.for over [from, to) by `step` folding each reduction's argument into its accumulator.
+  std::vector<Val> fold_loop(const std::vector<Val>& base, const std::vector<int>& reductions, const std::string& from,
+                             const std::string& to, const std::string& step, int width, const std::vector<Val>& inits) {
+    const size_t n = reductions.size();
+    std::string loop = m_.fresh(), j = m_.fresh();
+    std::vector<std::string> accs, args;
+    std::vector<Ty> types;
+    for (size_t i = 0; i < n; ++i) {
+      accs.push_back(m_.fresh());
+      args.push_back(accs[i] + " = " + inits[i].name);
+      types.push_back(inits[i].ty);
+    }
+    m_.open(results_decl(loop, n) + " = scf.for " + j + " = " + from + " to " + to + " step " + step + " iter_args(" +
+            join(args) + ") -> (" + type_list(types) + ") : i64 {");
+    std::vector<Val> memo(row_.size());
+    std::vector<std::string> next;
+    for (size_t i = 0; i < n; ++i) {
+      const KernelInstr& r = instr(reductions[i]);
+      Val x = value_at(r.args[0], base, j, width, memo);
+      EMBER_CHECK(x.ty.elem == types[i].elem, "a row reduction folds ", x.ty.str(), " into ", types[i].str());
+      next.push_back(m_.binary(combine_op(r.op), Val{accs[i], types[i]}, x).name);
+    }
+    m_.line("scf.yield " + join(next) + " : " + type_list(types));
+    m_.close();
+    std::vector<Val> out;
+    for (size_t i = 0; i < n; ++i) out.push_back({result(loop, n, i), types[i]});
+    return out;
+  }
+
+  // A reduction's folded value as its instruction's result: a mean divides by the row's length;
+  // then the value is held as its dtype holds it.
+  Val finish(int v, Val folded) {
+    const KernelInstr& r = instr(v);
+    if (r.op == Op::Mean) {
+      Val count = m_.convert("arith.sitofp", sizes_[rank() - 1], folded.ty);
+      folded = m_.binary("arith.divf", folded, count);
+    }
+    return convert_dtype(m_, folded, r.dtype);
+  }
+
+  // The pass that stores the outputs over the row (if any is not a row output).
+  void store_pass(const std::vector<Val>& base, const Val& fast) {
+    bool any = false;
+    for (bool row : row_output_) any = any || !row;
+    if (!any) return;
+    Val scalar_from = m_.let("scf.if " + fast.name + " -> (i64) {", i64());
+    m_.indent_more();
+    int width = vector_width(spec_);
+    Val w = m_.int_constant(width, i64());
+    Val span = m_.binary("arith.subi", Val{"%inner_end", i64()}, Val{"%inner_begin", i64()});
+    Val vector_end = m_.binary("arith.addi", Val{"%inner_begin", i64()},
+                               m_.binary("arith.muli", m_.binary("arith.divsi", span, w), w));
+    std::string jv = m_.fresh();
+    m_.open("scf.for " + jv + " = %inner_begin to " + vector_end.name + " step " + w.name + " : i64 {");
+    store_outputs(base, jv, width);
+    m_.close();
+    m_.line("scf.yield " + vector_end.name + " : i64");
+    m_.middle("} else {");
+    m_.line("scf.yield %inner_begin : i64");
+    m_.close();
+    std::string js = m_.fresh();
+    m_.open("scf.for " + js + " = " + scalar_from.name + " to %inner_end step " + c1_.name + " : i64 {");
+    store_outputs(base, js, 0);
+    m_.close();
+  }
+
+  void store_outputs(const std::vector<Val>& base, const std::string& j, int width) {
+    std::vector<Val> memo(row_.size());
+    for (size_t out = 0; out < spec_.outputs.size(); ++out)
+      if (!row_output_[out])
+        store(out, value_at(spec_.outputs[out], base, j, width, memo), base[num_inputs() + out], j, width);
+  }
+
+  static std::string join(const std::vector<std::string>& parts) {
+    std::string s;
+    for (const std::string& p : parts) s += (s.empty() ? "" : ", ") + p;
+    return s;
+  }
+
   struct Operand {
     std::string base;
     std::vector<Val> strides;
@@ -177,10 +427,21 @@ class KernelWriter {
   Val c0_, c1_;
   std::vector<Val> sizes_;
   std::vector<Operand> operands_;
+  std::vector<bool> row_;         // per value: a row value (row kernels)
+  std::vector<bool> row_output_;  // per output: stored once per row
+  std::vector<Val> row_vals_;     // the current row's row values, as computed
 };
 
 }  // namespace
 
 std::string emit_kernel(const KernelSpec& spec, const std::string& name) { return KernelWriter(spec, name).write(); }
+
+bool can_emit_row_reduction(const Node* n) {
+  const TensorType& x = n->inputs()[0].type();
+  if (!is_floating(x.dtype) || !is_floating(n->type().dtype)) return false;
+  // The max of nothing is an error in eager: an empty row stays with the interpreter.
+  const Dim& last = x.shape.back();
+  return !((n->op == Op::Max || n->op == Op::Min) && last.is_static() && last.value() == 0);
+}
 
 }  // namespace ember::codegen::cpu

@@ -9,7 +9,8 @@
 // `meta` holds the domain's sizes (rank of them), then each input's strides over the domain (0
 // on broadcast dims), then each output's, all in elements. The inner loop runs on vectors when
 // every input the spec reads along the inner dim has stride 1 there, and the outputs too (a
-// run-time check); otherwise on scalars, through the strides.
+// run-time check); otherwise on scalars, through the strides. A row kernel ([Note: row kernels])
+// always gets whole rows (inner_begin 0, inner_end the row's length).
 #pragma once
 
 #include <string>
@@ -22,5 +23,9 @@ namespace ember::codegen::cpu {
 int vector_width(const KernelSpec& spec);
 
 std::string emit_kernel(const KernelSpec& spec, const std::string& name);
+
+// Whether a reduction over the last dim (passes/fuse.h) can be part of a row kernel: floating
+// inputs and outputs.
+bool can_emit_row_reduction(const Node* n);
 
 }  // namespace ember::codegen::cpu

@@ -1,0 +1,125 @@
+// Row kernels ([Note: row kernels] in codegen/cpu/emit_kernel.cpp): softmax, log_softmax, the
+// norms and reductions along the last dim fused with what feeds and reads them, one kernel each,
+// against the float64 reference within TESTING.md's tolerances, on the shapes that stress them.
+#include <ember/ember.h>
+
+#include <cmath>
+#include <functional>
+
+#include "tests/catch.h"
+#include "tests/unit/helpers.h"
+
+using namespace ember;
+
+namespace {
+
+using Fn = std::function<Tensor(const Tensor&)>;
+
+// Every element of `got` within rtol/atol of `want` (computed in float64); NaN where want is.
+void check_close(const Tensor& got, const Tensor& want, double rtol, double atol) {
+  Array g = got.array().contiguous(), w = want.array().contiguous();
+  REQUIRE(g.shape() == w.shape());
+  for (int64_t i = 0; i < g.numel(); ++i) {
+    double a = g.get(i), b = w.get(i);
+    if (std::isnan(b)) {
+      CHECK(std::isnan(a));
+      continue;
+    }
+    if (std::isinf(b)) {
+      CHECK(a == b);
+      continue;
+    }
+    INFO("element " << i << ": " << a << " vs " << b);
+    CHECK(std::abs(a - b) <= atol + rtol * std::abs(b));
+  }
+}
+
+struct Case {
+  const char* name;
+  Fn fn;
+  int interpreter_ops;  // what stays outside the kernel (0: everything is one kernel)
+};
+
+std::vector<Case> cases() {
+  Tensor w = uniform({37}, 11, 0.5, 1.5), b = uniform({37}, 12);
+  return {
+      {"softmax", [](const Tensor& x) { return softmax(x, -1); }, 0},
+      {"log_softmax", [](const Tensor& x) { return log_softmax(x, -1); }, 0},
+      {"layer_norm", [w, b](const Tensor& x) { return layer_norm(x, {37}, cast(w, x.dtype()), cast(b, x.dtype())); }, 0},
+      {"rms_norm", [w](const Tensor& x) { return rms_norm(x, {37}, cast(w, x.dtype()), 1e-6); }, 0},
+      {"sum, max and mean along the row, then elementwise",
+       [](const Tensor& x) { return exp(x - max(x, {-1}, true)) * mean(x, {-1}, true) + sum(x * x, {-1}, true); }, 0},
+      {"logsumexp and var", [](const Tensor& x) { return logsumexp(x, {-1}, true) + var(x, {-1}, 1.0, true); }, 0},
+  };
+}
+
+}  // namespace
+
+TEST_CASE("row kernels: softmax, log_softmax, layer_norm and rms_norm are one kernel each", "[codegen][rows]") {
+  Tensor x = uniform({8, 37}, 1, -3, 3);
+  for (const Case& c : cases()) {
+    INFO(c.name);
+    auto f = compile(c.fn);
+    check_close(f(x), c.fn(cast(x, DType::Float64)), 1.3e-5 * 4, 1.5e-5 * 4);
+    const GraphInfo g = f.report().graphs.at(0);  // a copy: report() returns by value
+    CHECK(g.kernels == 1);
+    CHECK(static_cast<int>(g.interpreter_ops.size()) == c.interpreter_ops);
+  }
+  // native_layer_norm's mean and rstd are row outputs of the same kernel.
+  auto nln = [](const Tensor& x) {
+    auto [y, m, r] = native_layer_norm(x, {37});
+    return std::vector<Tensor>{y, m, r};
+  };
+  auto f = compile(nln);
+  std::vector<Tensor> got = f(x), want = nln(cast(x, DType::Float64));
+  for (size_t i = 0; i < 3; ++i) check_close(got[i], want[i], 1e-4, 1e-4);
+  CHECK(f.report().graphs.at(0).kernels == 1);
+  CHECK(f.report().graphs.at(0).interpreter_ops.empty());
+}
+
+TEST_CASE("row kernels: rows of every length, strided and broadcast inputs, dtypes, threads", "[codegen][rows]") {
+  auto softmax_last = [](const Tensor& x) { return softmax(x, -1); };
+  auto norm = [](const Tensor& x) { return layer_norm(x, {x.sizes().back()}); };
+  for (auto fn : {Fn(softmax_last), Fn(norm)}) {
+    auto f = compile(fn, Options{.dynamic = true});  // one kernel serves every length
+    for (int64_t n : {2, 3, 15, 16, 17, 33, 1000, 4099}) {
+      INFO("row length " << n);
+      Tensor x = uniform({5, n}, n, -4, 4);
+      check_close(f(x), fn(cast(x, DType::Float64)), 1e-4, 1e-5);
+    }
+    // Transposed (rows not contiguous: the scalar path), and a row view with an offset.
+    Tensor t = transpose(uniform({40, 6}, 2, -2, 2), 0, 1);
+    check_close(f(t), fn(cast(t, DType::Float64)), 1e-4, 1e-5);
+    // Large enough to split over threads by rows.
+    Tensor big = uniform({512, 300}, 3, -2, 2);
+    check_close(f(big), fn(cast(big, DType::Float64)), 1e-4, 1e-5);
+  }
+  // float64 rows stay float64; float16 and bfloat16 compute in float32 and round once.
+  for (DType dt : {DType::Float64, DType::Float16, DType::BFloat16}) {
+    INFO(dtype_name(dt));
+    Tensor x = cast(uniform({4, 70}, 4, -3, 3), dt);
+    auto f = compile(softmax_last);
+    double tol = dt == DType::Float64 ? 1e-12 : 1e-2;
+    check_close(f(x), softmax_last(cast(x, DType::Float64)), tol, tol);
+    CHECK(f(x).dtype() == dt);
+  }
+}
+
+TEST_CASE("row kernels: edge values and empty rows", "[codegen][rows]") {
+  double inf = std::numeric_limits<double>::infinity(), nan = std::nan("");
+  // A row with NaN is NaN; a row of -inf is NaN (as eager); +inf dominates.
+  Tensor x = from_vector({1, nan, 2, -inf, -inf, -inf, 1, inf, 2, 0, 0, 0}, {4, 3});
+  auto sm = compile([](const Tensor& t) { return softmax(t, -1); });
+  check_close(sm(x), softmax(x, -1), 1e-6, 1e-7);
+  auto mx = compile([](const Tensor& t) { return max(t, {-1}, true) + min(t, {-1}, true); });
+  check_close(mx(x), max(x, {-1}, true) + min(x, {-1}, true), 1e-6, 1e-7);
+  // Empty rows: a sum is 0, a mean NaN, a softmax empty; max over nothing stays an error.
+  Tensor e = full({3, 0}, 1.0);
+  auto s = compile([](const Tensor& t) { return sum(t, {-1}, true) + 1.0; });
+  check_close(s(e), full({3, 1}, 1.0), 0, 0);
+  auto m = compile([](const Tensor& t) { return mean(t, {-1}, true); });
+  CHECK(std::isnan(m(e).array().get(0)));
+  CHECK(compile([](const Tensor& t) { return softmax(t, -1); })(e).shape() == std::vector<int64_t>{3, 0});
+  auto bad = compile([](const Tensor& t) { return max(t, {-1}, true); });
+  CHECK_FALSE(test::error_of([&] { bad(e); }).empty());
+}
