@@ -41,6 +41,9 @@ const Bench kBenches[] = {
        for (int i = 0; i < 5; ++i) t = t * 0.5 + b;
        return t;
      }},
+    {"softmax", 1, [](const Tensor& x, const Tensor&, const Tensor&) { return softmax(x, -1); }},
+    {"layer_norm", 1, [](const Tensor& x, const Tensor&, const Tensor& b) { return layer_norm(x, {x.sizes().back()}, b, b); }},
+    {"rms_norm", 1, [](const Tensor& x, const Tensor&, const Tensor& b) { return rms_norm(x, {x.sizes().back()}, b, 1e-6); }},
 };
 
 // GB/s of a copy (read + write counted), the ceiling the elementwise kernels are measured against.

@@ -31,6 +31,9 @@ def main():
         "bias + gelu": (1, lambda x, y, b: F.gelu(x + b)),
         "add + relu": (2, lambda x, y, b: torch.relu(x + y)),
         "10-op chain": (1, chain),
+        "softmax": (1, lambda x, y, b: F.softmax(x, -1)),
+        "layer_norm": (1, lambda x, y, b: F.layer_norm(x, (x.shape[-1],), b, b)),
+        "rms_norm": (1, lambda x, y, b: F.rms_norm(x, (x.shape[-1],), b, 1e-6)),
     }
     x = torch.rand(rows, cols)
     y = torch.rand(rows, cols)

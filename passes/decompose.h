@@ -8,7 +8,7 @@
 //
 // decompose-rows (every mode): only the composites whose decomposition reduces along the last dim
 // alone (softmax and log_softmax over it, the norms over one dim, inference batch norm, var, std
-// and logsumexp over it with keepdim), which fusion then makes one row kernel each; nothing
-// while code generation is off (EMBER_CODEGEN=0).
+// and logsumexp over it with keepdim, attention: two matmuls around a softmax), which fusion
+// then makes one row kernel each; nothing while code generation is off (EMBER_CODEGEN=0).
 #pragma once
 #include "passes/pass.h"

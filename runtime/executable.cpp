@@ -1,10 +1,12 @@
 #include "runtime/executable.h"
 
 #include <algorithm>
+#include <chrono>
 #include <limits>
 #include <queue>
 
 #include "ir/error.h"
+#include "runtime/config.h"
 #include "runtime/interpreter.h"
 #include "runtime/kernels/kernel.h"
 
@@ -171,7 +173,17 @@ std::vector<Array> Executable::run(std::span<const Array> inputs, const SymbolVa
     if (slots_[s].home == Home::Constant) values[s] = constants_[slots_[s].index];
   }
   std::vector<Array> args, destinations;
+  // EMBER_LOG=profile: the time of each step of this call, slowest first.
+  const bool profile = config::log_enabled("profile");
+  std::vector<std::pair<double, size_t>> step_us;
+  auto step_start = std::chrono::steady_clock::now();
   for (const Step& step : steps_) {
+    if (profile) {
+      auto now = std::chrono::steady_clock::now();
+      if (&step != &steps_.front())
+        step_us.emplace_back(std::chrono::duration<double, std::micro>(now - step_start).count(), &step - &steps_.front() - 1);
+      step_start = now;
+    }
     args.clear();
     destinations.clear();
     for (int s : step.inputs) args.push_back(values[s]);
@@ -199,6 +211,11 @@ std::vector<Array> Executable::run(std::span<const Array> inputs, const SymbolVa
     }
     for (int s : step.release) values[s] = Array();
   }
+  if (profile && !steps_.empty()) {
+    step_us.emplace_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - step_start).count(),
+                         steps_.size() - 1);
+    log_profile(step_us);
+  }
   std::vector<Array> outputs;
   outputs.reserve(outputs_.size());
   for (int s : outputs_) outputs.push_back(values[s]);
@@ -206,6 +223,20 @@ std::vector<Array> Executable::run(std::span<const Array> inputs, const SymbolVa
   give_back(std::move(arena));
   if (allocations) *allocations = storage_allocations() - allocations_before;
   return outputs;
+}
+
+void Executable::log_profile(std::vector<std::pair<double, size_t>> step_us) const {
+  std::sort(step_us.rbegin(), step_us.rend());
+  double total = 0;
+  for (const auto& [us, i] : step_us) total += us;
+  std::string text = std::to_string(steps_.size()) + " steps in " + std::to_string(static_cast<int64_t>(total)) + " us:";
+  for (size_t k = 0; k < step_us.size() && k < 12; ++k) {
+    const Step& step = steps_[step_us[k].second];
+    std::string name = step.kernel ? step.kernel->name() : std::string(step.node->info().name);
+    text += "\n  step " + std::to_string(step_us[k].second) + " " + name + ": " +
+            std::to_string(static_cast<int64_t>(step_us[k].first)) + " us";
+  }
+  config::log("profile", text);
 }
 
 std::string Executable::describe() const {

@@ -84,6 +84,7 @@ class Executable {
   };
   static constexpr size_t kArenas = 8;  // shapes whose buffers a static plan keeps
   Arena take_arena(const std::vector<size_t>& sizes) const;
+  void log_profile(std::vector<std::pair<double, size_t>> step_us) const;
   void give_back(Arena arena) const;
   void plan_slots(const std::vector<FusedStep>& fused);
   void order_steps();

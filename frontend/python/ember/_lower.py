@@ -440,3 +440,16 @@ def _full_like(cx, x, fill_value, dtype=None, layout=None, device=None, pin_memo
     if not isinstance(fill_value, (bool, int, float)):
         raise Unsupported("a fill value that is a size")
     return cx.full(x.shape, float(fill_value), ember_dtype(dtype) if dtype is not None else x.dtype)
+
+
+@lowering("aten._scaled_dot_product_flash_attention_for_cpu.default")
+def _flash_attention(cx, q, k, v, dropout_p=0.0, is_causal=False, attn_mask=None, scale=None):
+    """Inference attention: ember's own (matmuls and a softmax per row). The logsumexp output is
+    only for the backward kernel, which needs PyTorch's: a use of it keeps the node a torch call."""
+    if dropout_p != 0.0 or 1 not in cx.unused_outputs():
+        raise Unsupported("attention with dropout or whose logsumexp is used")
+    inputs = [q, k, v] + ([attn_mask] if attn_mask is not None else [])
+    out = cx.op("scaled_dot_product_attention", inputs, {"causal": bool(is_causal),
+                                                         "scale": float(scale) if scale else 0.0})
+    logsumexp = cx.full(q.shape[:-1], 0.0, "f32")  # unused, and dead code once translated
+    return [out, logsumexp]

@@ -37,6 +37,13 @@ class Context:
         self.graph = graph
         self.symbols = symbols
         self.target_name = ""
+        self.node = None  # the FX node being lowered
+
+    def unused_outputs(self):
+        """The indices of the node's outputs that nothing reads (getitem users decide)."""
+        used = {u.args[1] for u in self.node.users if u.target is operator.getitem}
+        total = len(self.node.meta.get("val", ()))
+        return {i for i in range(total) if i not in used}
 
     def op(self, name, inputs, attrs=None):
         outs = self.graph.op(name, list(inputs), attrs or {})
@@ -169,7 +176,7 @@ class CompiledFx:
         lower = LOWERINGS.get(name)
         if lower is not None:
             try:
-                cx.target_name = name
+                cx.target_name, cx.node = name, node
                 out = lower(cx, *self._arg(node.args), **{k: self._arg(v) for k, v in node.kwargs.items()})
                 if self._matches(out, val):
                     self.lowered_ops[name] = self.lowered_ops.get(name, 0) + 1
