@@ -1,8 +1,9 @@
 """Model benchmark: PyTorch eager, torch.compile (Inductor, default mode) and ember in each mode
 on the model set (model_zoo.py, size "bench"), inference, in one process on the same inputs,
 repeats interleaved. Per model: median time and spread, speedup over eager, cold compile (first
-call minus an eager call), recompile with kernels cached, accuracy against eager by TESTING.md's
-model rule, share of ATen ops ember lowered. Writes a Markdown table and a PNG bar chart.
+call minus an eager call, with empty kernel caches), recompile with ember's kernels in memory,
+peak memory a call adds, accuracy against eager by TESTING.md's model rule, share of ATen ops
+ember lowered. Writes a Markdown table and a PNG bar chart.
 
     .venv/bin/python benchmarks/models.py [--models bert,gpt2] [--repeats 10] [--threads N]
 """
@@ -26,6 +27,27 @@ import ember  # noqa: E402
 from ember._compile import report_of  # noqa: E402
 
 EMBER_MODES = ("default", "reduce-overhead", "max-autotune")
+
+
+def rss_kb(field):
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    return 0
+
+
+def peak_memory_mb(fn):
+    """The peak resident memory one call adds over what the process held before it (Linux:
+    /proc/self/clear_refs resets the high-water mark)."""
+    before = rss_kb("VmRSS")
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+    except OSError:
+        return float("nan")
+    fn()
+    return max(rss_kb("VmHWM") - before, 0) / 1024
 
 
 def timed(fn, *args):
@@ -74,6 +96,7 @@ def bench_model(name, repeats):
             runs.append((label, fn))
             for _ in range(2):  # warm up (reduce-overhead keeps its buffers from here on)
                 fn(*args)
+            row["peak_mb"] = peak_memory_mb(lambda: fn(*args))
         for _ in range(repeats):
             for label, fn in runs:
                 rows[label]["times"].append(timed(lambda: fn(*args))[0])
@@ -104,6 +127,8 @@ def summarise(results):
                      f" | {speedups[-1]:.2f}x | {vs_inductor[-1]:.2f}x"
                      f" | {rows['torch.compile']['cold_compile_s']:.1f} / {rows['ember default']['cold_compile_s']:.2f}"
                      f" | {rows['ember default']['recompile_s']:.3f}"
+                     f" | {rows['eager']['peak_mb']:.0f} / {rows['torch.compile']['peak_mb']:.0f} / "
+                     f"{rows['ember default']['peak_mb']:.0f}"
                      f" | {rows['ember default'].get('lowered_share', 0):.0%} | {'yes' if accurate else 'NO'} |")
     geo = lambda xs: math.exp(sum(math.log(x) for x in xs) / len(xs))  # noqa: E731
     lines.append("")
@@ -143,6 +168,11 @@ def main():
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     os.environ.setdefault("EMBER_NUM_THREADS", str(args.threads))
+    # Cold compiles: empty kernel caches for both compilers (their caches on disk stay untouched).
+    import tempfile
+    caches = tempfile.mkdtemp(prefix="ember-bench-models-")
+    os.environ["EMBER_CACHE_DIR"] = os.path.join(caches, "ember")
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(caches, "inductor")
     warnings.simplefilter("ignore")
     results = {}
     for name in args.models.split(","):

@@ -172,7 +172,8 @@ class SpecParser {
     if (r.accept("load")) return load(r);
     std::string name = r.word();
     auto op = parse_op(name);
-    if (!op || !op_info(*op).is_elementwise()) r.fail("'" + name + "' is not an elementwise op");
+    if (!op || !(op_info(*op).is_elementwise() || is_row_reduction(*op) || *op == Op::Constant))
+      r.fail("'" + name + "' is not an elementwise op, a row reduction or a constant");
     KernelInstr instr{*op, {}, {}, DType::Float32, DType::Float32};
     r.expect("(");
     if (!r.accept(")")) {
@@ -184,6 +185,8 @@ class SpecParser {
     if (static_cast<int>(instr.args.size()) < info.min_arity || static_cast<int>(instr.args.size()) > info.max_arity)
       r.fail("'" + name + "' takes " + std::to_string(info.min_arity) + " operands");
     if (r.peek('{')) instr.attrs = parse_attrs(r.braced(), *op);  // the IR's attribute syntax
+    if (*op == Op::Constant && (!instr.attrs.count("value") || attr_literal(instr.attrs, "value").size() != 1))
+      r.fail("a constant holds one value");
     r.expect(":");
     instr.dtype = r.dtype();
     r.expect("compute=");
@@ -238,6 +241,10 @@ KernelSpec spec_of_group(const std::vector<Node*>& nodes, const Shape& domain, c
   spec.rank = std::max<int>(1, static_cast<int>(domain.size()));
   std::unordered_map<const Node*, int> number;  // a group node's value number, once defined
   std::unordered_map<Value, int, ValueHash> input_number;
+  std::vector<Value> immediates;  // one-element constants: in the spec's text, not loaded
+  auto is_immediate = [](const Value& v) {
+    return v.node->op == Op::Constant && is_static(v.type().shape) && numel(v.type().shape) == Dim(1);
+  };
   auto operand = [&](const Value& v) {
     if (auto it = number.find(v.node); it != number.end()) return it->second;
     auto [it, added] = input_number.try_emplace(v, static_cast<int>(inputs.size()));
@@ -246,8 +253,11 @@ KernelSpec spec_of_group(const std::vector<Node*>& nodes, const Shape& domain, c
   };
   // Inputs first: number them in the order the nodes read them.
   for (Node* n : nodes) {
-    for (const Value& in : n->inputs())
-      if (std::find(nodes.begin(), nodes.end(), in.node) == nodes.end()) operand(in);
+    for (const Value& in : n->inputs()) {
+      if (std::find(nodes.begin(), nodes.end(), in.node) != nodes.end()) continue;
+      if (!is_immediate(in)) operand(in);
+      else if (std::find(immediates.begin(), immediates.end(), in) == immediates.end()) immediates.push_back(in);
+    }
   }
   for (const Value& v : inputs) {
     const Shape& s = v.type().shape;
@@ -257,6 +267,11 @@ KernelSpec spec_of_group(const std::vector<Node*>& nodes, const Shape& domain, c
     for (size_t d = 0; d < domain.size(); ++d)
       in.broadcast[d] = d < lead || (s[d - lead] == Dim(1) && domain[d] != Dim(1));
     spec.inputs.push_back(std::move(in));
+  }
+  for (const Value& v : immediates) {
+    DType dt = v.type().dtype;
+    number[v.node] = static_cast<int>(spec.inputs.size() + spec.body.size());
+    spec.body.push_back({Op::Constant, {{"value", attr_literal(v.node->attrs, "value")}}, {}, dt, dt});
   }
   for (Node* n : nodes) {
     std::vector<TensorType> types;

@@ -118,6 +118,19 @@ class KernelWriter {
     m_.close();
   }
 
+  // An instruction's value from its arguments' (emit_op), with pow to a small constant integer
+  // power as multiplications (GPT-2's gelu cubes its input).
+  Val compute(const KernelInstr& instr, std::span<const Val> args, std::span<const DType> dtypes) {
+    if (instr.op == Op::Pow && is_floating(instr.compute) && instr.args[1] >= static_cast<int>(num_inputs())) {
+      const KernelInstr& e = spec_.body[instr.args[1] - num_inputs()];
+      if (e.op == Op::Constant && is_floating(e.dtype)) {
+        double p = attr_literal(e.attrs, "value").floats.at(0);
+        if (p == 2.0 || p == 3.0 || p == 4.0) return emit_integer_power(m_, instr, args[0], dtypes[0], static_cast<int>(p));
+      }
+    }
+    return emit_op(m_, instr, args, dtypes);
+  }
+
   // The element address of operand k at inner position j: stride 1 on the vector path.
   Val address(size_t k, const Val& base, const std::string& j, int width, const std::string& elem) {
     Val jv{j, i64()};
@@ -164,13 +177,17 @@ class KernelWriter {
     std::vector<Val> values;
     for (size_t k = 0; k < num_inputs(); ++k) values.push_back(load(k, base[k], j, width));
     for (const KernelInstr& instr : spec_.body) {
+      if (instr.op == Op::Constant) {
+        values.push_back(emit_constant(m_, instr, width));
+        continue;
+      }
       std::vector<Val> args;
       std::vector<DType> dtypes;
       for (int a : instr.args) {
         args.push_back(values[a]);
         dtypes.push_back(spec_.dtype_of(a));
       }
-      values.push_back(emit_op(m_, instr, args, dtypes));
+      values.push_back(compute(instr, args, dtypes));
     }
     for (size_t out = 0; out < spec_.outputs.size(); ++out)
       store(out, values[spec_.outputs[out]], base[num_inputs() + out], j, width);
@@ -238,13 +255,17 @@ class KernelWriter {
         continue;
       }
       if (is_row_reduction(instr(v).op)) continue;
+      if (instr(v).op == Op::Constant) {
+        row_vals_[v] = emit_constant(m_, instr(v), 0);
+        continue;
+      }
       std::vector<Val> args;
       std::vector<DType> dtypes;
       for (int a : instr(v).args) {
         args.push_back(row_vals_[a]);
         dtypes.push_back(spec_.dtype_of(a));
       }
-      row_vals_[v] = emit_op(m_, instr(v), args, dtypes);
+      row_vals_[v] = compute(instr(v), args, dtypes);
     }
   }
 
@@ -265,7 +286,7 @@ class KernelWriter {
         args.push_back(value_at(a, base, j, width, memo));
         dtypes.push_back(spec_.dtype_of(a));
       }
-      out = emit_op(m_, instr(v), args, dtypes);
+      out = compute(instr(v), args, dtypes);
     }
     return memo[v] = out;
   }

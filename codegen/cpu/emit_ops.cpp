@@ -238,6 +238,21 @@ Val convert_dtype(MlirText& m, const Val& v, DType to) {
   return wrap_to(m, v.ty.is_float() ? saturate_to_i64(m, v) : v, to);
 }
 
+Val emit_constant(MlirText& m, const KernelInstr& instr, int width) {
+  const Literal& value = attr_literal(instr.attrs, "value");
+  Ty t{register_type(instr.dtype), width};
+  return is_floating(instr.dtype) ? m.constant(value.floats.at(0), t) : m.int_constant(value.ints.at(0), t);
+}
+
+Val emit_integer_power(MlirText& m, const KernelInstr& instr, const Val& base, DType base_dtype, int exponent) {
+  DType compute = instr.compute;
+  Val x = to_register(m, base, register_type(compute));
+  if (base_dtype != compute) x = convert_dtype(m, x, compute);
+  Val r = x;
+  for (int i = 1; i < exponent; ++i) r = m.binary("arith.mulf", r, x);
+  return convert_dtype(m, r, instr.dtype);
+}
+
 Val emit_op(MlirText& m, const KernelInstr& instr, std::span<const Val> args, std::span<const DType> arg_dtypes) {
   DType compute = instr.compute;
   Ty t = args[0].ty.with(register_type(compute));

@@ -21,6 +21,14 @@ bool can_emit(Op op, DType compute);
 // The instruction's result in the register type of its dtype.
 Val emit_op(MlirText& m, const KernelInstr& instr, std::span<const Val> args, std::span<const DType> arg_dtypes);
 
+// A `constant` instruction's value, `width` lanes of it (0: a scalar).
+Val emit_constant(MlirText& m, const KernelInstr& instr, int width);
+
+// pow(base, exponent) for a float pow whose exponent is the constant 2, 3 or 4: repeated
+// multiplication, not exp(log): exact for 2, within an ulp or two otherwise, with pow's answers
+// for NaN, infinities and zeros of either sign.
+Val emit_integer_power(MlirText& m, const KernelInstr& instr, const Val& base, DType base_dtype, int exponent);
+
 // bfloat16 is stored as its bits and converted here, as ir/dtype.cpp does (round to nearest even,
 // NaN kept quiet): LLVM lowers a truncation to bfloat16 to a libm call (__truncsfbf2) that the
 // process may not have.

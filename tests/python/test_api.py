@@ -139,3 +139,13 @@ def test_bad_inputs_are_clear_errors():
     f = ember.compile(lambda x, y: x @ y)
     with pytest.raises(Exception, match="size|shape|mat"):
         f(torch.ones(2, 3), torch.ones(4, 5))
+
+
+def test_recompiles_are_reported_with_their_failing_guard():
+    f = ember.compile(lambda x: x * 2, dynamic=False)
+    f(torch.ones(3))
+    f(torch.ones(5))
+    report = report_of(f)
+    assert len(report.recompiles) == 1, report.text()
+    assert "size" in report.recompiles[0]["guard"] or "shape" in report.recompiles[0]["guard"]
+    assert "recompile of" in report.text()

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <functional>
 
+#include "codegen/kernel_spec.h"
 #include "tests/catch.h"
 #include "tests/unit/helpers.h"
 
@@ -122,4 +123,27 @@ TEST_CASE("row kernels: edge values and empty rows", "[codegen][rows]") {
   CHECK(compile([](const Tensor& t) { return softmax(t, -1); })(e).shape() == std::vector<int64_t>{3, 0});
   auto bad = compile([](const Tensor& t) { return max(t, {-1}, true); });
   CHECK_FALSE(test::error_of([&] { bad(e); }).empty());
+}
+
+TEST_CASE("one-element constants are in the kernel's text; pow to 2, 3 or 4 multiplies", "[codegen][constants]") {
+  double inf = std::numeric_limits<double>::infinity(), nan = std::nan("");
+  Tensor x = from_vector({-2.5, -0.0, 0.0, 1e-20, 3.0, 1e12, -inf, inf, nan, 0.7}, {10});
+  for (double p : {2.0, 3.0, 4.0, 2.5, -1.0}) {
+    INFO("exponent " << p);
+    auto fn = [p](const Tensor& t) { return pow(t, p) * 0.5; };
+    auto f = compile(fn);
+    Tensor got = f(x), want = fn(cast(x, DType::Float64));
+    check_close(got, cast(want, DType::Float32), 2.4e-7, 0);  // within an ulp or two of float32
+    CHECK(f.report().graphs.at(0).kernels == 1);
+  }
+  // The constant is part of the spec (and so of the kernel's cache key).
+  std::vector<Value> inputs;
+  Graph g;
+  Node* in = g.add_input({DType::Float32, {Dim(4)}});
+  Node* c = g.add_constant(Literal{DType::Float64, {3.0}, {}}, {});
+  Node* p = g.add(Op::Pow, {Value(in), Value(c)});
+  codegen::KernelSpec spec = codegen::spec_of_group({p}, p->type().shape, {Value(p)}, inputs);
+  CHECK(spec.str().find("constant() {value=f64[3.0]}") != std::string::npos);
+  CHECK(inputs.size() == 1);
+  CHECK(codegen::parse_kernel_spec(spec.str()).str() == spec.str());
 }

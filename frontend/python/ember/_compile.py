@@ -23,13 +23,16 @@ def compile(model=None, *, mode="default", fullgraph=False, dynamic=None, option
         # The copy's own forward, compiled: hooks and train()/eval() act on the copy as on any
         # module, and its children and parameters are the original's.
         compiled = copy.copy(model)
-        compiled.forward = torch.compile(compiled.forward, backend=backend, fullgraph=fullgraph, dynamic=dynamic)
+        forward = compiled.forward
+        compiled.forward = torch.compile(forward, backend=backend, fullgraph=fullgraph, dynamic=dynamic)
         compiled._ember_report = report
+        compiled._ember_code = getattr(forward, "__code__", None)
         return compiled
     if not callable(model):
         raise TypeError(f"ember.compile takes an nn.Module or a function, not {type(model).__name__}")
     fn = torch.compile(model, backend=backend, fullgraph=fullgraph, dynamic=dynamic)
     fn._ember_report = report
+    fn._ember_code = getattr(model, "__code__", None)
     return fn
 
 
@@ -38,4 +41,5 @@ def report_of(compiled):
     report = getattr(compiled, "_ember_report", None)
     if report is None:
         raise ValueError("not a result of ember.compile")
+    report.collect_recompiles(getattr(compiled, "_ember_code", None))
     return report

@@ -23,4 +23,5 @@ def explain(model_or_fn, *args, mode="default", **kwargs):
         })
     torch._dynamo.reset()
     torch.compile(model_or_fn, backend=backend)(*args, **kwargs)
+    report.collect_recompiles()
     return report

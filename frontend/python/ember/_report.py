@@ -84,6 +84,27 @@ class Report:
         with self._lock:
             self.graphs.append(record)
 
+    def collect_recompiles(self, code=None):
+        """Dynamo's recompiles (the failing guard) from its compilation metrics: of the frame of
+        `code` (a function's code object), or of every frame."""
+        try:
+            from torch._dynamo.utils import get_compilation_metrics
+            metrics = get_compilation_metrics()
+        except Exception:  # an older or newer PyTorch without them: nothing to add
+            return
+        found = []
+        for m in metrics:
+            reason = getattr(m, "recompile_reason", None)
+            if not reason:
+                continue
+            if code is not None and (m.co_name != code.co_name or m.co_filename != code.co_filename
+                                     or m.co_firstlineno != code.co_firstlineno):
+                continue
+            found.append({"guard": reason.strip(), "location": f"{m.co_filename}:{m.co_firstlineno}",
+                          "function": m.co_name})
+        with self._lock:
+            self.recompiles = found
+
     @property
     def graph_count(self):
         return sum(1 for g in self.graphs if g.fallback is None)
@@ -125,7 +146,7 @@ class Report:
             if b.get("hint"):
                 lines.append(f"    hint: {b['hint']}")
         for r in self.recompiles:
-            lines.append(f"recompile: {r['guard']}")
+            lines.append(f"recompile of {r.get('function', '?')} ({r.get('location', '?')}): {r['guard']}")
         return "\n".join(lines)
 
     def __str__(self):
