@@ -204,9 +204,23 @@ std::vector<Tensor> TraceContext::record_multi(Op op, const std::vector<Tensor>&
   return out;
 }
 
+namespace {
+thread_local const std::pair<std::string, int>* caller_location_override = nullptr;
+}  // namespace
+
+ScopedCallerLocation::ScopedCallerLocation(std::string file, int line)
+    : location_(std::move(file), line), previous_(caller_location_override) {
+  caller_location_override = &location_;
+}
+
+ScopedCallerLocation::~ScopedCallerLocation() { caller_location_override = previous_; }
+
+const std::pair<std::string, int>* ScopedCallerLocation::current() { return caller_location_override; }
+
 void TraceContext::graph_break(const std::string& category, const std::string& reason,
                                const std::string& op, const std::string& file, int line, const std::string& hint) {
-  GraphBreak b{category, reason, op, file, line, hint};
+  const auto* caller = ScopedCallerLocation::current();
+  GraphBreak b{category, reason, op, caller ? caller->first : file, caller ? caller->second : line, hint};
   if (fullgraph_)
     EMBER_THROW(Runtime, "[compile] graph break under fullgraph=true: [", category, "] ", reason, " at ",
                 b.location(), ". Hint: ", hint);

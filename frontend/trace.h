@@ -143,4 +143,20 @@ Tensor apply(Op op, const std::vector<Tensor>& inputs, Attrs attrs = {});
 // The same for a multi-output op: one tensor per output.
 std::vector<Tensor> apply_multi(Op op, const std::vector<Tensor>& inputs, Attrs attrs = {});
 
+// Where the user's call is, for a front end in another language (Python): while one is alive on
+// this thread, a graph break reports its file and line instead of the C++ caller's.
+class ScopedCallerLocation {
+ public:
+  ScopedCallerLocation(std::string file, int line);
+  ~ScopedCallerLocation();
+  ScopedCallerLocation(const ScopedCallerLocation&) = delete;
+  ScopedCallerLocation& operator=(const ScopedCallerLocation&) = delete;
+  // The innermost one's (file, line), or null.
+  static const std::pair<std::string, int>* current();
+
+ private:
+  std::pair<std::string, int> location_;
+  const std::pair<std::string, int>* previous_;
+};
+
 }  // namespace ember

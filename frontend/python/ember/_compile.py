@@ -30,10 +30,34 @@ def compile(model=None, *, mode="default", fullgraph=False, dynamic=None, option
         return compiled
     if not callable(model):
         raise TypeError(f"ember.compile takes an nn.Module or a function, not {type(model).__name__}")
-    fn = torch.compile(model, backend=backend, fullgraph=fullgraph, dynamic=dynamic)
-    fn._ember_report = report
-    fn._ember_code = getattr(model, "__code__", None)
-    return fn
+    tracer_options = {"mode": mode, "fullgraph": str(fullgraph).lower(),
+                      "dynamic": "none" if dynamic is None else str(bool(dynamic)).lower(),
+                      "strict": str(options.get("strict", False)).lower()}
+    return CompiledFunction(model, torch.compile(model, backend=backend, fullgraph=fullgraph, dynamic=dynamic),
+                            tracer_options, report)
+
+
+class CompiledFunction:
+    """A compiled function: over PyTorch tensors through Dynamo and the ember backend; over ember
+    tensors (ember.Tensor) through ember's own tracer."""
+
+    def __init__(self, fn, torch_fn, tracer_options, report):
+        functools.update_wrapper(self, fn)
+        self._fn, self._torch_fn, self._tracer_options = fn, torch_fn, tracer_options
+        self._tracer = None
+        self._ember_report = report
+        self._ember_code = getattr(fn, "__code__", None)
+
+    def __call__(self, *args, **kwargs):
+        from . import _C
+        if any(isinstance(a, _C.Tensor) for a in args) or any(isinstance(v, _C.Tensor) for v in kwargs.values()):
+            if kwargs:
+                raise TypeError("a function compiled over ember tensors takes positional arguments only")
+            if self._tracer is None:
+                self._tracer = _C.CompiledFunction(self._tracer_options)
+                self._ember_report.tracer = self._tracer
+            return self._tracer(self._fn, args)
+        return self._torch_fn(*args, **kwargs)
 
 
 def report_of(compiled):

@@ -79,6 +79,7 @@ class Report:
         self.graphs = []
         self.breaks = []      # Dynamo's graph breaks: {"reason", "location", "source"}
         self.recompiles = []  # {"guard"}
+        self.tracer = None    # ember's own tracer, when a function ran on ember tensors
 
     def add_graph(self, record):
         with self._lock:
@@ -116,8 +117,11 @@ class Report:
         return dict(total)
 
     def as_dict(self):
-        return {"graphs": [g.as_dict() for g in self.graphs], "graph_breaks": self.breaks,
-                "recompiles": self.recompiles, "torch_calls": self.torch_call_ops()}
+        out = {"graphs": [g.as_dict() for g in self.graphs], "graph_breaks": self.breaks,
+               "recompiles": self.recompiles, "torch_calls": self.torch_call_ops()}
+        if self.tracer is not None:
+            out["ember_tensors"] = json.loads(self.tracer.report_json())
+        return out
 
     def json(self):
         return json.dumps(self.as_dict(), indent=2, sort_keys=True)
@@ -147,6 +151,9 @@ class Report:
                 lines.append(f"    hint: {b['hint']}")
         for r in self.recompiles:
             lines.append(f"recompile of {r.get('function', '?')} ({r.get('location', '?')}): {r['guard']}")
+        if self.tracer is not None:
+            lines.append("over ember tensors (ember's tracer):")
+            lines.append(self.tracer.report_text())
         return "\n".join(lines)
 
     def __str__(self):

@@ -5,6 +5,7 @@
 
 #include "arrays.h"
 #include "graph.h"
+#include "tensors.h"
 #include "ir/error.h"
 #include "modes/mode.h"
 #include "torch_calls.h"
@@ -53,5 +54,6 @@ PYBIND11_MODULE(_C, m) {
   ep::register_array(m);
   ep::register_graph(m);
   ep::register_torch_calls(m);
+  ep::register_tensors(m);
   m.def("mode_names", &ember::mode_names);
 }
