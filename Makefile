@@ -37,13 +37,13 @@ bench-models: build
 bench: build
 	./$(BUILD)/benchmarks/ember_bench_overhead
 
-# Generated kernels against the interpreter, PyTorch eager and torch.compile (installs torch).
+# Generated kernels against the interpreter (C++), then against PyTorch eager and torch.compile
+# in one process (Python, through the bridge).
 bench-kernels: build
-	@python3 -c "import torch" 2>/dev/null || pip install -q torch==2.13.0
 	./$(BUILD)/benchmarks/ember_bench_kernels --threads 1
-	python3 benchmarks/torch_kernels.py --threads 1
+	$(PYTHON) benchmarks/torch_kernels.py --threads 1
 	./$(BUILD)/benchmarks/ember_bench_kernels
-	python3 benchmarks/torch_kernels.py
+	$(PYTHON) benchmarks/torch_kernels.py
 
 # The compile tests (8 threads with mixed shapes among them) under ThreadSanitizer, in their own build.
 tsan: setup

@@ -1,11 +1,11 @@
-"""PyTorch eager and torch.compile (Inductor, default mode) on ember_bench_kernels' shapes.
+"""PyTorch eager, torch.compile (Inductor, default mode) and ember (through its PyTorch bridge)
+on ember_bench_kernels' shapes, in one process.
 
-The same four elementwise microbenchmarks, float32 [rows, 8192], with the same protocol: warm-up
-calls, then repeats with eager and compiled interleaved, medians; GB/s of compulsory traffic and
-its share of a copy measured in the same process; Inductor's cold compile time per graph.
+The elementwise and normalisation microbenchmarks, float32 [rows, 8192], with the same protocol:
+warm-up calls, then repeats with the three interleaved, medians; GB/s of compulsory traffic and
+its share of a copy measured in the same process; cold compile time per graph (empty caches).
 
-Usage: python3 benchmarks/torch_kernels.py [--threads N] [--rows R]
-(Until ember's Python bridge exists, ember's side runs in its own process: ember_bench_kernels.)
+Usage: .venv/bin/python benchmarks/torch_kernels.py [--threads N] [--rows R]
 """
 import argparse
 import os
@@ -19,10 +19,14 @@ def main():
     parser.add_argument("--threads", type=int, default=os.cpu_count())
     parser.add_argument("--rows", type=int, default=16384)
     args = parser.parse_args()
-    # A fresh Inductor cache, so the compile times are cold.
+    # Fresh caches, so the compile times are cold.
     os.environ["TORCHINDUCTOR_CACHE_DIR"] = tempfile.mkdtemp(prefix="inductor-bench-")
+    os.environ["EMBER_CACHE_DIR"] = tempfile.mkdtemp(prefix="ember-bench-")
+    os.environ.setdefault("EMBER_NUM_THREADS", str(args.threads))
     import torch
     import torch.nn.functional as F
+
+    import ember
 
     torch.set_num_threads(args.threads)
     rows, cols = args.rows, 8192
@@ -41,21 +45,28 @@ def main():
     copy = copy_bandwidth(x)
     print(f"torch {torch.__version__}, float32 [{rows}, {cols}], {torch.get_num_threads()} thread(s)")
     print(f"copy bandwidth, measured now: {copy:.1f} GB/s (read + write)\n")
-    print("| benchmark | eager ms | torch.compile ms | Inductor cold compile s | compile GB/s | share of copy |")
-    print("|---|---|---|---|---|---|")
+    print("| benchmark | eager ms | torch.compile ms | ember ms | ember vs torch.compile | cold compile s "
+          "(Inductor / ember) | ember GB/s | ember share of copy |")
+    print("|---|---|---|---|---|---|---|---|")
     for name, (reads, fn) in benches.items():
-        compiled = torch.compile(fn)
-        t0 = time.perf_counter()
+        compiled, embered = torch.compile(fn), ember.compile(fn)
         want = fn(x, y, b)
-        got = compiled(x, y, b)
-        cold = time.perf_counter() - t0
-        if not torch.allclose(want, got, rtol=1e-4, atol=1e-5):
-            print(f"| {name} | wrong result: no speed |")
-            continue
-        del want, got
-        eager_ms, compiled_ms = interleaved([lambda: fn(x, y, b), lambda: compiled(x, y, b)])
-        gbs = (reads + 1) * rows * cols * 4 / (compiled_ms / 1e3) / 1e9
-        print(f"| {name} | {eager_ms:.1f} | {compiled_ms:.1f} | {cold:.1f} | {gbs:.1f} | {100 * gbs / copy:.0f}% |")
+        colds = []
+        for c in (compiled, embered):
+            t0 = time.perf_counter()
+            got = c(x, y, b)
+            colds.append(time.perf_counter() - t0)
+            if not torch.allclose(want, got, rtol=1e-4, atol=1e-5):
+                print(f"| {name} | wrong result: no speed |")
+                break
+            del got
+        else:
+            del want
+            eager_ms, compiled_ms, ember_ms = interleaved(
+                [lambda: fn(x, y, b), lambda: compiled(x, y, b), lambda: embered(x, y, b)])
+            gbs = (reads + 1) * rows * cols * 4 / (ember_ms / 1e3) / 1e9
+            print(f"| {name} | {eager_ms:.1f} | {compiled_ms:.1f} | {ember_ms:.1f} | {compiled_ms / ember_ms:.2f}x "
+                  f"| {colds[0]:.1f} / {colds[1]:.2f} | {gbs:.1f} | {100 * gbs / copy:.0f}% |")
 
 
 def chain(x, y, b):
