@@ -263,6 +263,11 @@ std::string Executable::describe() const {
   return out;
 }
 
+bool Executable::holds_constant(const Array& a) const {
+  return std::any_of(constants_.begin(), constants_.end(),
+                     [&](const Array& c) { return c.storage() && c.storage() == a.storage(); });
+}
+
 int Executable::kernel_steps() const {
   return static_cast<int>(std::count_if(steps_.begin(), steps_.end(), [](const Step& s) { return s.kernel != nullptr; }));
 }

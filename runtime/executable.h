@@ -60,6 +60,8 @@ class Executable {
   int kernel_steps() const;
   std::vector<std::string> interpreter_ops() const;
   int buffers() const { return static_cast<int>(buffer_slots_.size()); }
+  // Whether `a` views the storage of one of the plan's constants (made once, alive with it).
+  bool holds_constant(const Array& a) const;
   // The plan as text: one line per step with the buffers it reads and writes.
   std::string describe() const;
 

@@ -1,5 +1,4 @@
 """ember.compile: torch.compile's signature and behaviour, with ember as the backend."""
-import copy
 import functools
 
 import torch
@@ -10,8 +9,10 @@ from .dynamo import check_settings, make_backend
 
 def compile(model=None, *, mode="default", fullgraph=False, dynamic=None, options=None):
     """Compiles an nn.Module or a function with ember; usable as a decorator with or without
-    arguments. A compiled module is a shallow copy of `model` sharing its parameters and
-    buffers, so state_dict() keys and parameters are the original's (no `_orig_mod.` prefix).
+    arguments. A compiled module is the original module seen through a subclass whose forward
+    is compiled: it shares the original's attributes (parameters, buffers, submodules, training
+    flag), so state_dict() keys are the original's (no `_orig_mod.` prefix) and model.eval()
+    reaches it, as it reaches torch.compile's result.
     `fullgraph=True` makes a graph break an error; `dynamic` is torch.compile's (None: sizes
     become symbolic once they change). A ValueError names the valid modes and options."""
     mode, options = check_settings(mode, options)
@@ -20,14 +21,7 @@ def compile(model=None, *, mode="default", fullgraph=False, dynamic=None, option
     report = _report.Report()
     backend = make_backend(mode, options, report)
     if isinstance(model, torch.nn.Module):
-        # The copy's own forward, compiled: hooks and train()/eval() act on the copy as on any
-        # module, and its children and parameters are the original's.
-        compiled = copy.copy(model)
-        forward = compiled.forward
-        compiled.forward = torch.compile(forward, backend=backend, fullgraph=fullgraph, dynamic=dynamic)
-        compiled._ember_report = report
-        compiled._ember_code = getattr(forward, "__code__", None)
-        return compiled
+        return _compiled_module(model, backend, fullgraph, dynamic, report)
     if not callable(model):
         raise TypeError(f"ember.compile takes an nn.Module or a function, not {type(model).__name__}")
     tracer_options = {"mode": mode, "fullgraph": str(fullgraph).lower(),
@@ -58,6 +52,25 @@ class CompiledFunction:
                 self._ember_report.tracer = self._tracer
             return self._tracer(self._fn, args)
         return self._torch_fn(*args, **kwargs)
+
+
+def _compiled_module(model, backend, fullgraph, dynamic, report):
+    """`model` seen through a subclass of its class whose forward is compiled. The instance
+    shares the original's __dict__: one set of parameters, buffers, hooks and flags."""
+    cls = type(model)
+    if "forward" in model.__dict__:  # the shared __dict__'s own forward would shadow the compiled one
+        raise TypeError("ember.compile: a module instance with its own `forward` attribute is not supported; "
+                        "compile the function instead")
+    compiled_forward = torch.compile(cls.forward, backend=backend, fullgraph=fullgraph, dynamic=dynamic)
+
+    def forward(self, *args, **kwargs):
+        return compiled_forward(self, *args, **kwargs)
+
+    sub = type(cls.__name__, (cls,), {"forward": forward, "__module__": cls.__module__, "__qualname__": cls.__qualname__,
+                                      "_ember_report": report, "_ember_code": cls.forward.__code__})
+    compiled = object.__new__(sub)
+    compiled.__dict__ = model.__dict__
+    return compiled
 
 
 def report_of(compiled):

@@ -51,14 +51,55 @@ def operand(cx, x, other=None):
     if _is_value(x):
         return x
     if isinstance(x, (bool, int, float)):
-        return cx.graph.scalar(float(x), _scalar_dtype(x, other))
+        dtype = _scalar_dtype(x, other)
+        if dtype == "i64":
+            return cx.graph.scalar_int(int(x), dtype)  # exact beyond 2**53
+        return cx.graph.scalar(float(x), dtype)
     raise Unsupported(f"operand {type(x).__name__}")
+
+
+_LOW_PRECISION = ("f16", "bf16")
+
+
+def _scalar_like(cx, x):
+    """Whether operand x is a scalar in PyTorch's CPU kernels: a Python number or a 0-d tensor."""
+    return not _is_value(x) or len(x.shape) == 0
+
+
+def _in_opmath(cx, name, args):
+    """PyTorch's CPU kernels compute float16/bfloat16 arithmetic with a scalar operand (a Python
+    number or a 0-d tensor) in float32, the scalar unrounded, and round the result once. ember's
+    op would round the scalar to the tensor's dtype first (1e5 is inf in float16): so the op runs
+    in float32 here. None when that does not apply."""
+    if name not in _OPMATH_OPS:
+        return None
+    tensors = [a for a in args if _is_value(a) and len(a.shape) > 0]
+    if not tensors or not any(_scalar_like(cx, a) for a in args):
+        return None
+    low = tensors[0].dtype
+    if low not in _LOW_PRECISION or any(t.dtype != low for t in tensors):
+        return None
+    wide = []
+    for a in args:
+        a = operand(cx, a, tensors[0])
+        if a.dtype in _LOW_PRECISION:
+            a = cx.op("cast", [a], {"dtype": "f32"})
+        wide.append(a)
+    out = cx.op(name, wide)
+    return cx.op("cast", [out], {"dtype": low}) if out.dtype == "f32" else out
+
+
+_OPMATH_OPS = ("add", "sub", "mul", "div")
 
 
 def _elementwise(name):
     def lower(cx, *args, **kwargs):
         if kwargs:
             raise Unsupported(f"{name} with {sorted(kwargs)}")
+        if len(args) > 1:
+            wide = _in_opmath(cx, name, args)
+            if wide is not None:
+                return wide
         tensors = [a for a in args if _is_value(a)]
         first = tensors[0] if tensors else None
         return cx.op(name, [operand(cx, a, first) for a in args])
@@ -69,13 +110,15 @@ for _ember, _aten in [
     ("abs", "abs"), ("neg", "neg"), ("exp", "exp"), ("exp2", "exp2"), ("log", "log"), ("log2", "log2"),
     ("log1p", "log1p"), ("expm1", "expm1"), ("sqrt", "sqrt"), ("rsqrt", "rsqrt"), ("sin", "sin"), ("cos", "cos"),
     ("tan", "tan"), ("tanh", "tanh"), ("sigmoid", "sigmoid"), ("relu", "relu"), ("erf", "erf"),
-    ("floor", "floor"), ("ceil", "ceil"), ("trunc", "trunc"), ("sign", "sign"), ("reciprocal", "reciprocal"),
+    ("floor", "floor"), ("ceil", "ceil"), ("trunc", "trunc"), ("reciprocal", "reciprocal"),
     ("logical_not", "logical_not"), ("isnan", "isnan"), ("isinf", "isinf"), ("silu", "silu"),
 ]:
     LOWERINGS[f"aten.{_aten}.default"] = _elementwise(_ember)
 
+for _name in ("maximum", "minimum"):
+    LOWERINGS[f"aten.{_name}.default"] = _elementwise(_name)
 for _ember, _aten in [
-    ("mul", "mul"), ("maximum", "maximum"), ("minimum", "minimum"), ("eq", "eq"), ("ne", "ne"), ("lt", "lt"),
+    ("mul", "mul"), ("eq", "eq"), ("ne", "ne"), ("lt", "lt"),
     ("le", "le"), ("gt", "gt"), ("ge", "ge"), ("remainder", "remainder"), ("bitwise_and", "bitwise_and"),
     ("bitwise_or", "bitwise_or"), ("bitwise_xor", "bitwise_xor"),
 ]:
@@ -84,7 +127,41 @@ for _ember, _aten in [
 for _name in ["logical_and", "logical_or", "logical_xor"]:
     LOWERINGS[f"aten.{_name}.default"] = _elementwise(_name)
 LOWERINGS["aten.div.Tensor"] = LOWERINGS["aten.div.Scalar"] = _elementwise("div")
-LOWERINGS["aten.pow.Tensor_Tensor"] = LOWERINGS["aten.pow.Tensor_Scalar"] = _elementwise("pow")
+
+
+def _pow_tensor_tensor(cx, a, b):
+    if a.dtype not in ("f16", "bf16", "f32", "f64") and b.dtype not in ("f16", "bf16", "f32", "f64"):
+        raise Unsupported("integer pow")  # eager gives 0 for negative powers; ember's raises
+    return _elementwise("pow")(cx, a, b)
+LOWERINGS["aten.pow.Tensor_Tensor"] = _pow_tensor_tensor
+
+
+@lowering("aten.pow.Tensor_Scalar")
+def _pow_scalar(cx, x, exponent):
+    """As PyTorch's pow with a number: the exponents it computes another way keep its answers
+    (x ** -0.5 is rsqrt: NaN at -inf, -inf at -0.0); integers keep the torch call (eager gives 0
+    for a negative power, where ember's pow raises)."""
+    if x.dtype not in ("f16", "bf16", "f32", "f64"):
+        raise Unsupported("integer pow")
+    special = {0.5: "sqrt", -0.5: "rsqrt", -1.0: "reciprocal"}
+    if isinstance(exponent, (int, float)) and float(exponent) in special:
+        return cx.op(special[float(exponent)], [x])
+    if exponent == 2:
+        return cx.op("mul", [x, x])
+    if exponent == 3:
+        return cx.op("mul", [cx.op("mul", [x, x]), x])
+    return _elementwise("pow")(cx, x, exponent)
+
+
+@lowering("aten.sign.default")
+def _sign(cx, x):
+    """(0 < x) - (x < 0), as PyTorch computes it: 0 for NaN."""
+    if x.dtype == "bool":
+        return x
+    zero = cx.graph.scalar(0.0, x.dtype) if x.dtype in ("f16", "bf16", "f32", "f64") else cx.graph.scalar_int(0, x.dtype)
+    pos = cx.op("cast", [cx.op("gt", [x, zero])], {"dtype": x.dtype})
+    neg = cx.op("cast", [cx.op("lt", [x, zero])], {"dtype": x.dtype})
+    return cx.op("sub", [pos, neg])
 LOWERINGS["aten.where.self"] = _elementwise("where")
 
 
@@ -101,6 +178,10 @@ def _gelu(cx, x, approximate="none"):
 @lowering("aten.add.Tensor", "aten.add.Scalar", "aten.sub.Tensor", "aten.sub.Scalar")
 def _add_sub(cx, a, b, alpha=1):
     name = "add" if "add" in cx.target_name else "sub"
+    if alpha == 1:
+        wide = _in_opmath(cx, name, [a, b])
+        if wide is not None:
+            return wide
     a = operand(cx, a, b if _is_value(b) else None)
     b = operand(cx, b, a)
     if alpha != 1:
@@ -204,6 +285,8 @@ def _unsqueeze(cx, x, dim):
 def _squeeze(cx, x, dims=()):
     dims = [dims] if isinstance(dims, int) else list(dims)
     rank = len(x.shape)
+    if rank == 0:
+        return x
     # PyTorch skips a named dim that is not 1; ember squeezes exactly the dims it is given.
     keep = [d % rank for d in dims if x.shape[d % rank] == 1] if dims else \
         [i for i, s in enumerate(x.shape) if s == 1]
@@ -295,9 +378,8 @@ def _var(cx, x, dim=None, correction=None, keepdim=False):
 
 @lowering("aten.argmax.default", "aten.argmin.default")
 def _arg(cx, x, dim=None, keepdim=False):
-    if dim is None:
-        raise Unsupported("argmax over all dims")
-    return cx.op("argmax" if "argmax" in cx.target_name else "argmin", [x], {"axis": dim, "keepdim": keepdim})
+    axes = [] if dim is None else [dim % max(len(x.shape), 1)]
+    return cx.op("argmax" if "argmax" in cx.target_name else "argmin", [x], {"axes": axes, "keepdim": keepdim})
 
 
 @lowering("aten.max.dim", "aten.min.dim")
@@ -385,6 +467,8 @@ def _full(cx, size, fill_value, dtype=None, layout=None, device=None, pin_memory
         fill_value = float(fill_value)
     if not isinstance(fill_value, (int, float)):
         raise Unsupported("a fill value that is a size")
+    if isinstance(fill_value, int) and abs(fill_value) > 2 ** 53:
+        raise Unsupported("an integer fill value beyond 2**53 (ember's full holds a double)")
     return cx.full(size, float(fill_value), dtype)
 
 
@@ -392,6 +476,8 @@ def _full(cx, size, fill_value, dtype=None, layout=None, device=None, pin_memory
 def _scalar_tensor(cx, value, dtype=None, layout=None, device=None, pin_memory=None):
     if not isinstance(value, (bool, int, float)):
         raise Unsupported("a scalar that is a size")
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) > 2 ** 53:
+        raise Unsupported("an integer beyond 2**53")
     return cx.full([], float(value), ember_dtype(dtype) if dtype is not None else "f32")
 
 
@@ -439,6 +525,8 @@ def _split(cx, x, split_sizes, dim=0):
 def _full_like(cx, x, fill_value, dtype=None, layout=None, device=None, pin_memory=None, memory_format=None):
     if not isinstance(fill_value, (bool, int, float)):
         raise Unsupported("a fill value that is a size")
+    if isinstance(fill_value, int) and not isinstance(fill_value, bool) and abs(fill_value) > 2 ** 53:
+        raise Unsupported("an integer fill value beyond 2**53")
     return cx.full(x.shape, float(fill_value), ember_dtype(dtype) if dtype is not None else x.dtype)
 
 
@@ -448,8 +536,20 @@ def _flash_attention(cx, q, k, v, dropout_p=0.0, is_causal=False, attn_mask=None
     only for the backward kernel, which needs PyTorch's: a use of it keeps the node a torch call."""
     if dropout_p != 0.0 or 1 not in cx.unused_outputs():
         raise Unsupported("attention with dropout or whose logsumexp is used")
+    if scale is not None and float(scale) == 0.0:
+        raise Unsupported("attention with scale 0 (ember's 0 means the default scale)")
     inputs = [q, k, v] + ([attn_mask] if attn_mask is not None else [])
     out = cx.op("scaled_dot_product_attention", inputs, {"causal": bool(is_causal),
-                                                         "scale": float(scale) if scale else 0.0})
+                                                         "scale": float(scale) if scale is not None else 0.0})
+    if attn_mask is not None:
+        # PyTorch's fused kernel gives 0 for a query that may attend to nothing (a padded row);
+        # the softmax over nothing but -inf is NaN.
+        if attn_mask.dtype == "bool":
+            allowed = cx.op("max", [cx.op("cast", [attn_mask], {"dtype": "f32"})], {"axes": [-1], "keepdim": True})
+            some = cx.op("gt", [allowed, cx.graph.scalar(0.0, "f32")])
+        else:
+            best = cx.op("max", [attn_mask], {"axes": [-1], "keepdim": True})
+            some = cx.op("gt", [best, cx.graph.scalar(float("-inf"), attn_mask.dtype)])
+        out = cx.op("where", [some, out, cx.graph.scalar(0.0, out.dtype)])
     logsumexp = cx.full(q.shape[:-1], 0.0, "f32")  # unused, and dead code once translated
     return [out, logsumexp]

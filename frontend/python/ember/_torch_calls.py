@@ -34,7 +34,9 @@ class Call:
             raise RuntimeError(f"[torch] {self.target} returned {len(results)} tensors, expected {len(outputs)}")
         for dst, src in zip(outputs, results):
             out = _from_dlpack(dst.__dlpack__())
-            if out.shape != src.shape or out.dtype != src.dtype:
+            # A dtype other than the meta's is converted (mixed-precision norms return float32
+            # statistics where the meta says float16); a shape mismatch is a bug.
+            if out.shape != src.shape:
                 raise RuntimeError(f"[torch] {self.target} returned {src.dtype}{list(src.shape)}, "
                                    f"the graph expects {out.dtype}{list(out.shape)}")
             out.copy_(src)

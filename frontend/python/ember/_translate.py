@@ -55,7 +55,9 @@ class Context:
         return list(self.graph.op(name, list(inputs), attrs or {}))
 
     def shape(self, sizes):
-        return [self.symbols.dim(s) if not isinstance(s, int) else s for s in sizes]
+        """ember dims: ints and ember dim texts (an ember Value's shape) as they are, PyTorch's
+        SymInts and sympy expressions converted."""
+        return [s if isinstance(s, (int, str)) else self.symbols.dim(s) for s in sizes]
 
     def full(self, shape, value, dtype):
         return self.op("full", [], {"shape": self.shape(shape), "value": float(value), "dtype": dtype})
@@ -92,6 +94,7 @@ class CompiledFx:
         self.torch_calls = []     # ids of this graph's torch calls
         self.torch_call_ops = {}  # ATen op -> count
         self.lowered_ops = {}
+        self.torch_call_views = set()  # FX nodes of view ops that run as torch calls (copies)
         self.outputs = None       # per FX output: ("ember", k) / ("size", expr) / ("value", v)
         cx = Context(self.graph, self.symbols)
         try:
@@ -181,7 +184,7 @@ class CompiledFx:
                 if self._matches(out, val):
                     self.lowered_ops[name] = self.lowered_ops.get(name, 0) + 1
                     return out
-            except (Unsupported, ValueError, TypeError, NotImplementedError):
+            except Exception:  # noqa: BLE001 (a lowering that declines or fails: the torch call is right)
                 pass
         return self._torch_call(node, target, val)
 
@@ -204,7 +207,7 @@ class CompiledFx:
             if isinstance(a, torch.fx.Node):
                 v = self.env[a]
                 if isinstance(v, sympy.Expr) or isinstance(v, int):
-                    return _torch_calls.SizeArg(v)
+                    return self._size_arg(v)
                 if isinstance(v, tuple) and len(v) == 2 and v[0] == "runtime":
                     raise Unsupported("a torch call on a plain input value")
                 if v is None:
@@ -215,7 +218,9 @@ class CompiledFx:
             if isinstance(a, (list, tuple)):
                 return type(a)(template(x) for x in a)
             if isinstance(a, torch.SymInt):
-                return _torch_calls.SizeArg(a.node.expr)
+                return self._size_arg(a.node.expr)
+            if isinstance(a, (torch.SymFloat, torch.SymBool)):
+                raise Unsupported(f"a {type(a).__name__} argument")
             return a
 
         args = template(node.args)
@@ -225,6 +230,8 @@ class CompiledFx:
         if not out_types:
             raise Unsupported(f"{target} returns no tensor")
         pure = not (torch.Tag.nondeterministic_seeded in target.tags)
+        if target.is_view:
+            self.torch_call_views.add(node)
         call = _torch_calls.Call(target, args, kwargs, self.symbols, layouts)
         cid = _torch_calls.register(call)
         self.torch_calls.append(cid)
@@ -233,9 +240,20 @@ class CompiledFx:
         values = [next(outs) if m is not None else None for m in metas]
         return values if isinstance(val, (list, tuple)) else values[0]
 
+    def _size_arg(self, expr):
+        """A size argument of a torch call: each of its symbols must be bound by the inputs (an
+        unbacked one, from .item(), is not: then the graph runs on PyTorch)."""
+        if isinstance(expr, sympy.Expr):
+            for symbol in expr.free_symbols:
+                self.symbols.dim(symbol)
+        return _torch_calls.SizeArg(expr)
+
     def _output(self, node):
         results = node.args[0]
         results = results if isinstance(results, (list, tuple)) else [results]
+        for r in results:
+            if isinstance(r, torch.fx.Node) and _through_views(r) & self.torch_call_views:
+                raise Unsupported(f"output {r.name} is a view that runs on PyTorch: its aliasing would be lost")
         ember_outs, self.outputs = [], []
         for r in results:
             v = self.env[r] if isinstance(r, torch.fx.Node) else r
@@ -301,6 +319,25 @@ def _eager_strides(node):
     return tuple(strides) if torch._prims_common.is_non_overlapping_and_dense_or_false(val) else None
 
 
+def _is_view_node(node):
+    """A view op's node, or an element of one's result (split's parts are views too)."""
+    if node.op != "call_function":
+        return False
+    if node.target is operator.getitem:
+        return isinstance(node.args[0], torch.fx.Node) and _is_view_node(node.args[0])
+    return (isinstance(node.target, torch._ops.OpOverload) and node.target.is_view and bool(node.args)
+            and isinstance(node.args[0], torch.fx.Node))
+
+
+def _through_views(node):
+    """The nodes on the chain of views that ends at `node` (itself included)."""
+    chain = {node}
+    while _is_view_node(node):
+        node = node.args[0]
+        chain.add(node)
+    return chain
+
+
 def _view_roots(gm):
     """Per output of the graph: the value it is a view of in eager, following view ops back to a
     placeholder (by its input index) or to the node that made fresh memory."""
@@ -309,8 +346,7 @@ def _view_roots(gm):
         if node.op == "placeholder":
             root[node] = ("input", placeholders)
             placeholders += 1
-        elif (node.op == "call_function" and isinstance(node.target, torch._ops.OpOverload) and node.target.is_view
-              and node.args and isinstance(node.args[0], torch.fx.Node)):
+        elif _is_view_node(node):
             root[node] = root.get(node.args[0], node.args[0])
         else:
             root[node] = node

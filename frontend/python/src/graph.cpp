@@ -11,6 +11,7 @@
 #include "frontend/graph_compile.h"
 #include "ir/builder.h"
 #include "ir/error.h"
+#include "runtime/kernels/kernel.h"
 #include "torch_calls.h"
 
 namespace py = pybind11;
@@ -40,6 +41,15 @@ class PyGraph {
   }
   PyValue scalar(double value, const std::string& dtype) {
     return wrap(Builder(graph()).scalar(value, dtype_arg(dtype)));
+  }
+  // An integer or bool 0-d constant, exact over all of int64.
+  PyValue scalar_int(int64_t value, const std::string& dtype) {
+    DType dt = dtype_arg(dtype);
+    if (is_floating(dt)) EMBER_THROW(Type, "scalar_int makes integer and bool constants, not ", dtype);
+    Literal literal;
+    literal.dtype = dt;
+    literal.ints = {dt == DType::Bool ? static_cast<int64_t>(value != 0) : value};
+    return wrap(graph().add_constant(std::move(literal), Shape{}));
   }
   py::list op(const std::string& name, const std::vector<PyValue>& inputs, const py::dict& attrs) {
     auto op = parse_op(name);
@@ -107,6 +117,13 @@ class CompiledGraph {
     }
     std::vector<int64_t> shares(outputs.size(), -1);
     for (size_t k = 0; k < outputs.size(); ++k) {
+      // A constant of the plan (a folded value, a `full`) lives as long as the plan: PyTorch
+      // may mutate what it gets, so it gets a copy.
+      if (exec_->holds_constant(outputs[k])) {
+        Array fresh = Array::empty(outputs[k].dtype(), outputs[k].shape());
+        kernels::copy_into(outputs[k], fresh);
+        outputs[k] = fresh;
+      }
       const Storage* s = outputs[k].storage().get();
       if (!s || outputs[k].numel() == 0) continue;
       for (size_t i = 0; i < arrays.size() && shares[k] == -1; ++i)
@@ -166,6 +183,7 @@ void register_graph(py::module_& m) {
       .def("symbol", &PyGraph::symbol, py::arg("min") = 2, "Declares a symbol; returns its id (dims name it sN).")
       .def("input", &PyGraph::input, py::arg("dtype"), py::arg("shape"))
       .def("scalar", &PyGraph::scalar, py::arg("value"), py::arg("dtype"))
+      .def("scalar_int", &PyGraph::scalar_int, py::arg("value"), py::arg("dtype"))
       .def("op", &PyGraph::op, py::arg("name"), py::arg("inputs"), py::arg("attrs") = py::dict(),
            "Adds a node; returns its outputs. ValueError/TypeError when ember rejects it.")
       .def("torch_call", &PyGraph::torch_call, py::arg("id"), py::arg("pure"), py::arg("inputs"), py::arg("out_types"))
