@@ -347,3 +347,13 @@ def test_special_values_through_integer_and_float_edges():
     expected, actual, compiled = run_both(fn, v, w)
     assert_same(actual, expected)
     assert_compiled(compiled)
+
+
+@pytest.mark.parametrize("fn", [lambda w, i: F.embedding(i, w), lambda w, i: torch.index_select(w, 0, i.flatten()),
+                                lambda w, i: torch.gather(w, 0, i)])
+def test_negative_indices_raise_as_in_eager(fn):
+    w, i = torch.randn(4, 3), torch.tensor([[0, -1, 2]])
+    with pytest.raises(Exception):
+        fn(w, i)
+    with pytest.raises(Exception):
+        ember.compile(fn)(w, i)
