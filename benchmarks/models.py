@@ -2,7 +2,7 @@
 on the model set (model_zoo.py, size "bench"), inference, in one process on the same inputs,
 repeats interleaved. Per model: median time and spread, speedup over eager, cold compile (first
 call minus an eager call, with empty kernel caches), recompile with ember's kernels in memory,
-peak memory a call adds, accuracy against eager by TESTING.md's model rule, share of ATen ops
+memory held after compile and warm-up, accuracy against eager by TESTING.md's model rule, share of ATen ops
 ember lowered. Writes a Markdown table and a PNG bar chart.
 
     .venv/bin/python benchmarks/models.py [--models bert,gpt2] [--repeats 10] [--threads N]
@@ -35,19 +35,6 @@ def rss_kb(field):
             if line.startswith(field + ":"):
                 return int(line.split()[1])
     return 0
-
-
-def peak_memory_mb(fn):
-    """The peak resident memory one call adds over what the process held before it (Linux:
-    /proc/self/clear_refs resets the high-water mark)."""
-    before = rss_kb("VmRSS")
-    try:
-        with open("/proc/self/clear_refs", "w") as f:
-            f.write("5")
-    except OSError:
-        return float("nan")
-    fn()
-    return max(rss_kb("VmHWM") - before, 0) / 1024
 
 
 def timed(fn, *args):
@@ -83,6 +70,7 @@ def bench_model(name, repeats):
         runs = []
         torch._dynamo.reset()
         for label, fn, compiled in variants(model):  # no reset in between: it would drop the others' code
+            held_before = rss_kb("VmRSS")
             first_s, out = timed(lambda: main(fn(*args)))
             row = {"cold_compile_s": max(first_s - eager_s, 0.0) if label != "eager" else 0.0,
                    "accurate": close_to_eager(main(fn(*args)), expected, reference64), "times": []}
@@ -96,9 +84,11 @@ def bench_model(name, repeats):
             runs.append((label, fn))
             for _ in range(2):  # warm up (reduce-overhead keeps its buffers from here on)
                 fn(*args)
-            row["peak_mb"] = peak_memory_mb(lambda: fn(*args))
-        for _ in range(repeats):
-            for label, fn in runs:
+            row["held_mb"] = max(rss_kb("VmRSS") - held_before, 0) / 1024
+        for r in range(repeats):
+            # Each variant follows each other as often: on 2 cores, PyTorch's OpenMP threads
+            # spin for a while after its ops and slow whatever runs next.
+            for label, fn in runs[r % len(runs):] + runs[:r % len(runs)]:
                 rows[label]["times"].append(timed(lambda: fn(*args))[0])
         # A second compile of the same graphs: kernels come from the in-memory cache.
         torch._dynamo.reset()
@@ -127,8 +117,8 @@ def summarise(results):
                      f" | {speedups[-1]:.2f}x | {vs_inductor[-1]:.2f}x"
                      f" | {rows['torch.compile']['cold_compile_s']:.1f} / {rows['ember default']['cold_compile_s']:.2f}"
                      f" | {rows['ember default']['recompile_s']:.3f}"
-                     f" | {rows['eager']['peak_mb']:.0f} / {rows['torch.compile']['peak_mb']:.0f} / "
-                     f"{rows['ember default']['peak_mb']:.0f}"
+                     f" | {rows['eager']['held_mb']:.0f} / {rows['torch.compile']['held_mb']:.0f} / "
+                     f"{rows['ember default']['held_mb']:.0f}"
                      f" | {rows['ember default'].get('lowered_share', 0):.0%} | {'yes' if accurate else 'NO'} |")
     geo = lambda xs: math.exp(sum(math.log(x) for x in xs) / len(xs))  # noqa: E731
     lines.append("")

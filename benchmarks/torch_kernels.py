@@ -93,10 +93,12 @@ def interleaved(fns, warmup=3, repeats=15):
         for f in fns:
             f()
     times = [[] for _ in fns]
-    for _ in range(repeats):
-        for i, f in enumerate(fns):
+    for r in range(repeats):
+        # Each one follows each other as often (PyTorch's OpenMP threads spin after its ops).
+        order = list(range(len(fns)))
+        for i in order[r % len(fns):] + order[:r % len(fns)]:
             t0 = time.perf_counter()
-            f()
+            fns[i]()
             times[i].append((time.perf_counter() - t0) * 1e3)
     return [statistics.median(t) for t in times]
 

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <bit>
 #include <cstdlib>
 #include <map>
 #include <mutex>
@@ -14,11 +15,15 @@ namespace ember {
 
 namespace {
 
+constexpr size_t kMedium = size_t{64} << 10;  // from here blocks are kept for reuse
 constexpr size_t kLarge = size_t{1} << 20;
 constexpr size_t kClass = size_t{2} << 20;  // large blocks come in multiples of 2 MiB
 
+// Small blocks as asked (64-byte multiples); medium ones in powers of two, so that the sizes of
+// one model's activations share a few classes; large ones in multiples of 2 MiB.
 size_t size_class(size_t bytes) {
-  if (bytes < kLarge) return ((bytes + 63) / 64) * 64;
+  if (bytes < kMedium) return ((bytes + 63) / 64) * 64;
+  if (bytes < kLarge) return std::bit_ceil(bytes);
   return ((bytes + kClass - 1) / kClass) * kClass;
 }
 
@@ -68,7 +73,7 @@ BlockCache& blocks() {
 
 void* allocate(size_t bytes) {
   size_t cls = size_class(bytes == 0 ? 1 : bytes);
-  if (cls >= kLarge)
+  if (cls >= kMedium)
     if (void* p = blocks().take(cls)) return p;
   void* p = std::aligned_alloc(64, cls);
   if (!p) throw std::bad_alloc();
@@ -78,7 +83,7 @@ void* allocate(size_t bytes) {
 void release(void* p, size_t bytes) {
   if (!p) return;
   size_t cls = size_class(bytes == 0 ? 1 : bytes);
-  if (cls >= kLarge && blocks().keep(p, cls)) return;
+  if (cls >= kMedium && blocks().keep(p, cls)) return;
   std::free(p);
 }
 

@@ -1,7 +1,8 @@
-// Host memory for arrays: 64-byte aligned. Large blocks (1 MiB and up) are kept when freed and
+// Host memory for arrays: 64-byte aligned. Blocks of 64 KiB and up are kept when freed and
 // handed out again for a request of the same size class, because fresh memory costs a page fault
-// per 4 KiB on first touch: a fresh 512 MiB output costs about 170 ms here, several times what
-// the kernel that fills it takes. The blocks kept stay under a bound (a quarter of the machine's
+// per 4 KiB on first touch (glibc maps and unmaps such blocks on every call): a fresh 512 MiB
+// output costs about 170 ms here, several times what the kernel that fills it takes, and an MLP's
+// 1 MiB activations doubled its call time in the default mode. The blocks kept stay under a bound (a quarter of the machine's
 // memory, or EMBER_ALLOCATOR_CACHE_MB); past it, freed blocks go back to the system.
 #pragma once
 

@@ -28,12 +28,7 @@ class KernelWriter {
 
   std::string write() {
     if (spec_.reduces()) return write_rows();
-    m_.open("func.func @" + name_ + "(%row_begin: i64, %row_end: i64, %inner_begin: i64, %inner_end: i64, " +
-            "%buffers: !llvm.ptr, %meta: !llvm.ptr) {");
-    c0_ = m_.int_constant(0, i64());
-    c1_ = m_.int_constant(1, i64());
-    read_meta();
-    Val fast = fast_path_condition();
+    Val fast = begin_function();
     m_.open("scf.for %row = %row_begin to %row_end step " + c1_.name + " : i64 {");
     std::vector<Val> base = row_offsets();
     // Whole vectors on the fast path; then scalars over what is left (everything otherwise).
@@ -53,6 +48,22 @@ class KernelWriter {
 
  private:
   static Ty i64() { return {"i64", 0}; }
+
+  // The function's header, its constants and meta reads; returns the fast-path condition.
+  Val begin_function() {
+    m_.open("func.func @" + name_ + "(%row_begin: i64, %row_end: i64, %inner_begin: i64, %inner_end: i64, " +
+            "%buffers: !llvm.ptr, %meta: !llvm.ptr) {");
+    c0_ = m_.int_constant(0, i64());
+    c1_ = m_.int_constant(1, i64());
+    read_meta();
+    return fast_path_condition();
+  }
+
+  // Where the whole vectors of `w` lanes from %inner_begin end.
+  Val whole_vectors_end(const Val& w) {
+    Val span = m_.binary("arith.subi", Val{"%inner_end", i64()}, Val{"%inner_begin", i64()});
+    return m_.binary("arith.addi", Val{"%inner_begin", i64()}, m_.binary("arith.muli", m_.binary("arith.divsi", span, w), w));
+  }
   int rank() const { return spec_.rank; }
   size_t num_inputs() const { return spec_.inputs.size(); }
 
@@ -102,9 +113,7 @@ class KernelWriter {
   Val vector_loop(const std::vector<Val>& base) {
     int width = vector_width(spec_);
     Val w = m_.int_constant(width, i64());
-    Val span = m_.binary("arith.subi", Val{"%inner_end", i64()}, Val{"%inner_begin", i64()});
-    Val whole = m_.binary("arith.muli", m_.binary("arith.divsi", span, w), w);
-    Val vector_end = m_.binary("arith.addi", Val{"%inner_begin", i64()}, whole);
+    Val vector_end = whole_vectors_end(w);
     m_.open("scf.for %j = %inner_begin to " + vector_end.name + " step " + w.name + " : i64 {");
     body(base, "%j", width);
     m_.close();
@@ -203,12 +212,7 @@ class KernelWriter {
   // the outputs over the row, and the row outputs once. Values of the row are recomputed in
   // each pass that needs them: loads and arithmetic are cheaper than memory for a temporary.
   std::string write_rows() {
-    m_.open("func.func @" + name_ + "(%row_begin: i64, %row_end: i64, %inner_begin: i64, %inner_end: i64, " +
-            "%buffers: !llvm.ptr, %meta: !llvm.ptr) {");
-    c0_ = m_.int_constant(0, i64());
-    c1_ = m_.int_constant(1, i64());
-    read_meta();
-    Val fast = fast_path_condition();
+    Val fast = begin_function();
     std::vector<int> levels = value_levels();
     int max_level = *std::max_element(levels.begin(), levels.end());
     m_.open("scf.for %row = %row_begin to %row_end step " + c1_.name + " : i64 {");
@@ -335,9 +339,7 @@ class KernelWriter {
     std::string split = m_.fresh();
     m_.open(results_decl(split, n + 1) + " = scf.if " + fast.name + " -> (" + type_list(if_types) + ") {");
     Val w = m_.int_constant(width, i64());
-    Val span = m_.binary("arith.subi", Val{"%inner_end", i64()}, Val{"%inner_begin", i64()});
-    Val vector_end = m_.binary("arith.addi", Val{"%inner_begin", i64()},
-                               m_.binary("arith.muli", m_.binary("arith.divsi", span, w), w));
+    Val vector_end = whole_vectors_end(w);
     std::vector<Val> inits;
     for (size_t i = 0; i < n; ++i) inits.push_back(m_.constant(identity(instr(reductions[i]).op), vector_types[i]));
     std::vector<Val> vector_accs = fold_loop(base, reductions, "%inner_begin", vector_end.name, w.name, width, inits);
@@ -408,9 +410,7 @@ class KernelWriter {
     m_.indent_more();
     int width = vector_width(spec_);
     Val w = m_.int_constant(width, i64());
-    Val span = m_.binary("arith.subi", Val{"%inner_end", i64()}, Val{"%inner_begin", i64()});
-    Val vector_end = m_.binary("arith.addi", Val{"%inner_begin", i64()},
-                               m_.binary("arith.muli", m_.binary("arith.divsi", span, w), w));
+    Val vector_end = whole_vectors_end(w);
     std::string jv = m_.fresh();
     m_.open("scf.for " + jv + " = %inner_begin to " + vector_end.name + " step " + w.name + " : i64 {");
     store_outputs(base, jv, width);
