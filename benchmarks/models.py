@@ -102,8 +102,9 @@ def summarise(results):
     lines = []
     labels = ["eager", "torch.compile"] + [f"ember {m}" for m in EMBER_MODES]
     lines.append("| model | " + " | ".join(f"{l} ms" for l in labels) + " | ember vs eager | ember vs torch.compile "
-                 "| cold compile s (inductor / ember) | ember recompile s | ATen ops lowered | accurate |")
-    lines.append("|" + "---|" * (len(labels) + 7))
+                 "| cold compile s (inductor / ember) | ember recompile s | MB held after compile and warm-up "
+                 "(eager / inductor / ember) | ATen ops lowered | accurate |")
+    lines.append("|" + "---|" * (len(labels) + 8))
     speedups, vs_inductor = [], []
     for name, rows in results.items():
         med = {l: statistics.median(rows[l]["times"]) * 1e3 for l in labels}
