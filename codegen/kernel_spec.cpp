@@ -241,9 +241,20 @@ KernelSpec spec_of_group(const std::vector<Node*>& nodes, const Shape& domain, c
   spec.rank = std::max<int>(1, static_cast<int>(domain.size()));
   std::unordered_map<const Node*, int> number;  // a group node's value number, once defined
   std::unordered_map<Value, int, ValueHash> input_number;
-  std::vector<Value> immediates;  // one-element constants: in the spec's text, not loaded
-  auto is_immediate = [](const Value& v) {
-    return v.node->op == Op::Constant && is_static(v.type().shape) && numel(v.type().shape) == Dim(1);
+  // Constant exponents of pow that the backend specialises on (2, 3, 4) are in the spec's text,
+  // not loaded. No other constant is: LLVM would fold x * 1.0 to x, which is not the
+  // interpreter's answer for a signalling NaN.
+  std::vector<Value> immediates;
+  auto is_immediate = [&](const Value& v) {
+    if (v.node->op != Op::Constant || !is_static(v.type().shape) || numel(v.type().shape) != Dim(1)) return false;
+    const Literal& value = attr_literal(v.node->attrs, "value");
+    if (!is_floating(value.dtype) || (value.floats[0] != 2.0 && value.floats[0] != 3.0 && value.floats[0] != 4.0))
+      return false;
+    for (const Use& u : v.node->uses())
+      if (u.user && std::find(nodes.begin(), nodes.end(), u.user) != nodes.end() &&
+          (u.user->op != Op::Pow || u.operand != 1))
+        return false;
+    return true;
   };
   auto operand = [&](const Value& v) {
     if (auto it = number.find(v.node); it != number.end()) return it->second;

@@ -9,9 +9,10 @@
 // elementwise_compute_dtype, the conversions of the interpreter's load and store); the outputs
 // are stored contiguously over the whole domain.
 //
-// A one-element constant the group reads is an instruction, `%2 = constant() {value=f64[0.5]}`,
-// not a load: the value is part of the kernel (and of its cache key), so LLVM can fold it and
-// the emitter can specialise on it (pow to 2, 3 or 4 is multiplications).
+// A constant exponent 2, 3 or 4 of pow is an instruction, `%2 = constant() {value=f64[3.0]}`, not
+// a load: the value is part of the kernel (and of its cache key) and the emitter multiplies
+// instead of calling pow. Other constants stay loads, so LLVM cannot fold them (x * 1.0 -> x
+// would not quiet a signalling NaN as the interpreter does).
 //
 // A row kernel also reduces over the domain's last dim: a `sum`, `mean`, `max` or `min`
 // instruction folds its argument over the row (computing in `compute`, the accumulator) into one
