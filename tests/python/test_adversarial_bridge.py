@@ -357,3 +357,57 @@ def test_negative_indices_raise_as_in_eager(fn):
         fn(w, i)
     with pytest.raises(Exception):
         ember.compile(fn)(w, i)
+
+
+def test_relu_keeps_minus_zero_and_nan_as_eager():
+    s = torch.tensor([-0.0, float("nan"), -1.0, 2.0])
+    got, want = ember.compile(torch.relu)(s), torch.relu(s)
+    assert torch.equal(torch.isnan(got), torch.isnan(want))
+    assert torch.equal(torch.signbit(got), torch.signbit(want))
+
+
+def test_aliased_arguments_duplicate_outputs_and_a_captured_tensor_mutated_in_place():
+    w = torch.randn(4)
+    f = ember.compile(lambda a, b: (a * b + w, a * b + w))
+    x = torch.randn(4)
+    r0, r1 = f(x, x)
+    r0.add_(1)
+    torch.testing.assert_close(r1, x * x + w)
+    w.add_(1)
+    torch.testing.assert_close(f(x, x)[0], x * x + w)
+
+
+def test_exception_mid_trace_then_a_clean_call():
+    calls = []
+
+    def f(a):
+        calls.append(1)
+        if len(calls) == 1:
+            raise KeyError("mid-trace")
+        return a + 1
+
+    compiled = ember.compile(f)
+    with pytest.raises(KeyError):
+        compiled(torch.ones(2))
+    assert torch.equal(compiled(torch.ones(2)), torch.full((2,), 2.0))
+
+
+def test_sixteen_threads_with_changing_sizes():
+    import threading
+    m = ember.compile(lambda a: torch.softmax(a, -1) + a.sum(-1, keepdim=True), dynamic=True)
+    errors = []
+
+    def run():
+        try:
+            for k in (1, 2, 7, 33):
+                a = torch.randn(5, k)
+                torch.testing.assert_close(m(a), torch.softmax(a, -1) + a.sum(-1, keepdim=True))
+        except Exception as e:  # noqa: BLE001
+            errors.append(repr(e))
+
+    threads = [threading.Thread(target=run) for _ in range(16)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors[:2]

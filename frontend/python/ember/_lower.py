@@ -109,7 +109,7 @@ def _elementwise(name):
 for _ember, _aten in [
     ("abs", "abs"), ("neg", "neg"), ("exp", "exp"), ("exp2", "exp2"), ("log", "log"), ("log2", "log2"),
     ("log1p", "log1p"), ("expm1", "expm1"), ("sqrt", "sqrt"), ("rsqrt", "rsqrt"), ("sin", "sin"), ("cos", "cos"),
-    ("tan", "tan"), ("tanh", "tanh"), ("sigmoid", "sigmoid"), ("relu", "relu"), ("erf", "erf"),
+    ("tan", "tan"), ("tanh", "tanh"), ("sigmoid", "sigmoid"), ("erf", "erf"),
     ("floor", "floor"), ("ceil", "ceil"), ("trunc", "trunc"), ("reciprocal", "reciprocal"),
     ("logical_not", "logical_not"), ("isnan", "isnan"), ("isinf", "isinf"), ("silu", "silu"),
 ]:
@@ -151,6 +151,14 @@ def _pow_scalar(cx, x, exponent):
     if exponent == 3:
         return cx.op("mul", [cx.op("mul", [x, x]), x])
     return _elementwise("pow")(cx, x, exponent)
+
+
+@lowering("aten.relu.default")
+def _relu(cx, x):
+    """x < 0 ? 0 : x, as PyTorch's kernel: -0.0 stays -0.0 (ember's relu gives +0.0), NaN stays."""
+    if x.dtype not in ("f16", "bf16", "f32", "f64"):
+        return cx.op("relu", [x])
+    return cx.op("where", [cx.op("lt", [x, cx.graph.scalar(0.0, x.dtype)]), cx.graph.scalar(0.0, x.dtype), x])
 
 
 @lowering("aten.sign.default")
