@@ -61,7 +61,7 @@ def operand(cx, x, other=None):
 _LOW_PRECISION = ("f16", "bf16")
 
 
-def _scalar_like(cx, x):
+def _scalar_like(x):
     """Whether operand x is a scalar in PyTorch's CPU kernels: a Python number or a 0-d tensor."""
     return not _is_value(x) or len(x.shape) == 0
 
@@ -74,7 +74,7 @@ def _in_opmath(cx, name, args):
     if name not in _OPMATH_OPS:
         return None
     tensors = [a for a in args if _is_value(a) and len(a.shape) > 0]
-    if not tensors or not any(_scalar_like(cx, a) for a in args):
+    if not tensors or not any(_scalar_like(a) for a in args):
         return None
     low = tensors[0].dtype
     if low not in _LOW_PRECISION or any(t.dtype != low for t in tensors):
