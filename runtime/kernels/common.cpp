@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "runtime/kernels/kernel.h"
+#include "runtime/thread_pool.h"
 
 namespace ember::kernels {
 
@@ -43,6 +44,15 @@ void copy_into(const Array& src, const Array& dst) {
   });
 }
 
+void fill_with(const Array& out, double value) {
+  size_t size = itemsize(out.dtype()), bytes = static_cast<size_t>(out.numel()) * size;
+  if (bytes == 0) return;
+  char* data = static_cast<char*>(out.data());
+  element::store<double>(data, out.dtype(), value);
+  // Doubling copies: log(n) memcpy calls instead of n conversions.
+  for (size_t done = size; done < bytes; done *= 2) std::memcpy(data + done, data, std::min(done, bytes - done));
+}
+
 Array output(const Call& call, size_t k) {
   if (k < call.destinations.size() && call.destinations[k].defined()) return call.destinations[k];
   return Array::empty(call.dtypes.empty() ? call.dtype : call.dtypes[k], call.shapes.empty() ? call.shape : call.shapes[k]);
@@ -63,6 +73,36 @@ Array to_contiguous(const Array& a, DType dtype) {
   return out;
 }
 
+namespace {
+
+template <class T>
+void blas_gemm(const T* a, const T* b, T* c, int64_t m, int64_t n, int64_t k, bool trans_b, T beta, int64_t ldb,
+               int64_t ldc) {
+  auto tb = trans_b ? CblasTrans : CblasNoTrans;
+  if constexpr (std::is_same_v<T, float>)
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, tb, m, n, k, 1.0f, a, k, b, ldb, beta, c, ldc);
+  else
+    cblas_dgemm(CblasRowMajor, CblasNoTrans, tb, m, n, k, 1.0, a, k, b, ldb, beta, c, ldc);
+}
+
+// GEMMs run on ember's thread pool, each thread a single-threaded BLAS call on its own block of C.
+// OpenBLAS's own threads busy-wait for a long time after each call (about 0.1 s); on a small
+// machine they took the cores from the kernels and the PyTorch calls that ran next (a 0.1 ms
+// max-pool took 13 ms inside ResNet-18's plan). With one pool, a thread is either working or asleep.
+void use_single_threaded_blas() {
+  static const bool once = [] {
+    openblas_set_num_threads(1);
+    return true;
+  }();
+  (void)once;
+}
+
+// Rows (or, for few rows, columns) of C per block: enough work per block to amortise a BLAS call.
+constexpr int64_t kMinBlockFlops = int64_t{1} << 21;
+constexpr int64_t kBlockAlign = 16;  // multiples of the microkernel's tile
+
+}  // namespace
+
 template <class T>
 void gemm_impl(const T* a, const T* b, T* c, int64_t m, int64_t n, int64_t k, bool trans_b, T beta) {
   if (m == 0 || n == 0) return;
@@ -70,11 +110,22 @@ void gemm_impl(const T* a, const T* b, T* c, int64_t m, int64_t n, int64_t k, bo
     if (beta == T(0)) std::memset(c, 0, sizeof(T) * m * n);
     return;
   }
-  auto tb = trans_b ? CblasTrans : CblasNoTrans;
-  if constexpr (std::is_same_v<T, float>)
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, tb, m, n, k, 1.0f, a, k, b, trans_b ? k : n, beta, c, n);
-  else
-    cblas_dgemm(CblasRowMajor, CblasNoTrans, tb, m, n, k, 1.0, a, k, b, trans_b ? k : n, beta, c, n);
+  use_single_threaded_blas();
+  const int64_t ldb = trans_b ? k : n;
+  const int64_t flops = 2 * m * n * k, threads = num_threads();
+  const int64_t blocks = std::min<int64_t>(threads, std::max<int64_t>(1, flops / kMinBlockFlops));
+  const bool by_rows = m >= blocks * kBlockAlign || m >= n;
+  const int64_t extent = by_rows ? m : n;
+  const int64_t block = (extent / blocks + kBlockAlign - 1) / kBlockAlign * kBlockAlign;
+  if (blocks <= 1 || block >= extent) return blas_gemm(a, b, c, m, n, k, trans_b, beta, ldb, n);
+  const int64_t count = (extent + block - 1) / block;
+  parallel_for(count, 1, [&](int64_t first, int64_t last) {
+    for (int64_t i = first; i < last; ++i) {
+      int64_t lo = i * block, len = std::min(extent, lo + block) - lo;
+      if (by_rows) blas_gemm(a + lo * k, b, c + lo * n, len, n, k, trans_b, beta, ldb, n);
+      else blas_gemm(a, b + (trans_b ? lo * k : lo), c + lo, m, len, k, trans_b, beta, ldb, n);
+    }
+  });
 }
 
 void gemm(const float* a, const float* b, float* c, int64_t m, int64_t n, int64_t k, bool trans_b, float beta) {

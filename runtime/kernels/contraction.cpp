@@ -1,9 +1,11 @@
 // matmul, linear and conv2d through OpenBLAS (float16/bfloat16 compute in float32), and the 2-D
 // pools. Inputs are converted to contiguous buffers of the GEMM type first.
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
 #include "runtime/kernels/kernel.h"
+#include "runtime/thread_pool.h"
 
 namespace ember::kernels {
 
@@ -102,45 +104,161 @@ Array linear(const Call& call) {
 
 std::vector<int64_t> ints(const Call& call, const char* name) { return attr_ints(call.attrs, name); }
 
-// Convolution as im2col + GEMM, per image and group.
+// The geometry of one conv2d call, NCHW with OIHW weights.
+struct ConvShape {
+  int64_t N, C, H, W, O, Cg, KH, KW, OH, OW, groups, Og;
+  std::vector<int64_t> stride, pad, dil;
+  int64_t K() const { return Cg * KH * KW; }  // the GEMM's inner dim
+  int64_t P() const { return OH * OW; }       // output pixels per plane
+  bool pointwise() const {
+    return KH == 1 && KW == 1 && stride[0] == 1 && stride[1] == 1 && pad[0] == 0 && pad[1] == 0;
+  }
+  bool depthwise() const { return Cg == 1 && groups > 1; }
+  // Output columns [lo, hi) whose input column ow * stride - pad + kw * dil lies inside [0, W).
+  std::pair<int64_t, int64_t> valid_columns(int64_t kw) const {
+    int64_t shift = kw * dil[1] - pad[1], lo = 0, hi = OW;
+    while (lo < OW && lo * stride[1] + shift < 0) ++lo;
+    while (hi > lo && (hi - 1) * stride[1] + shift >= W) --hi;
+    return {lo, hi};
+  }
+};
+
+ConvShape conv_shape(const Call& call) {
+  const auto& x = call.inputs[0].shape();
+  const auto& w = call.inputs[1].shape();
+  int64_t groups = attr_int(call.attrs, "groups");
+  return {x[0], x[1], x[2], x[3], w[0], w[1], w[2], w[3], call.shape[2], call.shape[3], groups, w[0] / groups,
+          ints(call, "stride"), ints(call, "padding"), ints(call, "dilation")};
+}
+
+// One output plane of a depthwise convolution, accumulated tap by tap onto its bias.
+template <class T>
+inline __attribute__((always_inline)) void depthwise_plane(const ConvShape& cs, const T* __restrict in,
+                                                           const T* __restrict w, T* __restrict out) {
+  const int64_t sw = cs.stride[1];
+  for (int64_t kh = 0; kh < cs.KH; ++kh)
+    for (int64_t kw = 0; kw < cs.KW; ++kw) {
+      auto [c0, c1] = cs.valid_columns(kw);
+      const T wv = w[kh * cs.KW + kw];
+      for (int64_t oh = 0; oh < cs.OH; ++oh) {
+        int64_t ih = oh * cs.stride[0] - cs.pad[0] + kh * cs.dil[0];
+        if (ih < 0 || ih >= cs.H) continue;
+        const T* __restrict row = in + ih * cs.W + kw * cs.dil[1] - cs.pad[1];
+        T* __restrict dst = out + oh * cs.OW;
+        if (sw == 1)
+          for (int64_t ow = c0; ow < c1; ++ow) dst[ow] += wv * row[ow];
+        else
+          for (int64_t ow = c0; ow < c1; ++ow) dst[ow] += wv * row[ow * sw];
+      }
+    }
+}
+
+// The library is built for baseline x86-64; the direct convolution's loops are also built for
+// AVX2 and AVX-512, and the best the CPU runs is chosen when the library loads.
+__attribute__((target_clones("avx512f", "avx2", "default"))) void depthwise_plane_f32(const ConvShape& cs,
+                                                                                    const float* in,
+                                                                                    const float* w,
+                                                                                    float* out) {
+  depthwise_plane(cs, in, w, out);
+}
+
+__attribute__((target_clones("avx512f", "avx2", "default"))) void depthwise_plane_f64(const ConvShape& cs,
+                                                                                    const double* in,
+                                                                                    const double* w,
+                                                                                    double* out) {
+  depthwise_plane(cs, in, w, out);
+}
+
+void depthwise_plane_any(const ConvShape& cs, const float* in, const float* w, float* out) {
+  depthwise_plane_f32(cs, in, w, out);
+}
+void depthwise_plane_any(const ConvShape& cs, const double* in, const double* w, double* out) {
+  depthwise_plane_f64(cs, in, w, out);
+}
+
+// Output planes [first, first + count) of y start as their bias (or zero); the convolution
+// accumulates onto them.
+template <class T>
+void fill_bias(const ConvShape& cs, const T* bias, T* y, int64_t first, int64_t count) {
+  for (int64_t plane = first; plane < first + count; ++plane)
+    std::fill_n(y + plane * cs.P(), cs.P(), bias ? bias[plane % cs.O] : T(0));
+}
+
+// Depthwise (one input channel per group): a direct loop per output plane. As im2col + GEMM it
+// would be one [1 x KH*KW] by [KH*KW x P] GEMM per channel, all packing and no arithmetic.
+template <class T>
+void conv_depthwise(const ConvShape& cs, const T* x, const T* w, const T* bias, T* y) {
+  parallel_for(cs.N * cs.O, 1, [&](int64_t lo, int64_t hi) {
+    fill_bias(cs, bias, y, lo, hi - lo);
+    for (int64_t plane = lo; plane < hi; ++plane) {
+      int64_t n = plane / cs.O, o = plane % cs.O;
+      const T* in = x + (n * cs.C + o / cs.Og) * cs.H * cs.W;
+      depthwise_plane_any(cs, in, w + o * cs.KH * cs.KW, y + plane * cs.P());
+    }
+  });
+}
+
+// Unfolds image n, group g into col[K, P]: row (c, kh, kw) holds the input each output pixel
+// sees through that tap (zero in the padding).
+template <class T>
+void im2col(const ConvShape& cs, const T* x, int64_t n, int64_t g, T* col) {
+  parallel_for(cs.K(), std::max<int64_t>(1, 16384 / std::max<int64_t>(cs.P(), 1)), [&](int64_t lo, int64_t hi) {
+    for (int64_t r = lo; r < hi; ++r) {
+      int64_t c = r / (cs.KH * cs.KW), kh = r / cs.KW % cs.KH, kw = r % cs.KW;
+      T* dst = col + r * cs.P();
+      const T* plane = x + (n * cs.C + g * cs.Cg + c) * cs.H * cs.W;
+      auto [c0, c1] = cs.valid_columns(kw);
+      for (int64_t oh = 0; oh < cs.OH; ++oh) {
+        int64_t ih = oh * cs.stride[0] - cs.pad[0] + kh * cs.dil[0];
+        T* out = dst + oh * cs.OW;
+        if (ih < 0 || ih >= cs.H) { std::fill_n(out, cs.OW, T(0)); continue; }
+        const T* row = plane + ih * cs.W + kw * cs.dil[1] - cs.pad[1];
+        std::fill_n(out, c0, T(0));
+        for (int64_t ow = c0; ow < c1; ++ow) out[ow] = row[ow * cs.stride[1]];
+        std::fill_n(out + c1, cs.OW - c1, T(0));
+      }
+    }
+  });
+}
+
+// One image and group as a GEMM: on the input itself for a 1x1 convolution with unit stride and
+// no padding, else on its im2col unfolding into `col`.
+template <class T>
+void conv_gemm(const ConvShape& cs, const T* x, const T* w, const T* bias, T* y, int64_t n, int64_t g,
+               std::vector<T>& col) {
+  const T* rhs = x + (n * cs.C + g * cs.Cg) * cs.H * cs.W;
+  if (!cs.pointwise()) {
+    col.resize(static_cast<size_t>(cs.K() * cs.P()));
+    im2col(cs, x, n, g, col.data());
+    rhs = col.data();
+  }
+  fill_bias(cs, bias, y, n * cs.O + g * cs.Og, cs.Og);
+  gemm(w + g * cs.Og * cs.K(), rhs, y + (n * cs.O + g * cs.Og) * cs.P(), cs.Og, cs.P(), cs.K(), false, T(1));
+}
+
+// Convolution: depthwise directly, otherwise a GEMM per image and group. With at least as many
+// of those as threads, each thread takes whole ones (its im2col and GEMM then run serially);
+// with fewer, each im2col and GEMM is split over the pool instead.
 template <class T>
 Array conv2d_typed(const Call& call) {
   DType gt = gemm_dtype(call.dtype);
-  Array x = to_contiguous(call.inputs[0], gt), w = to_contiguous(call.inputs[1], gt);
-  auto stride = ints(call, "stride"), pad = ints(call, "padding"), dil = ints(call, "dilation");
-  int64_t groups = attr_int(call.attrs, "groups");
-  int64_t N = x.shape()[0], C = x.shape()[1], H = x.shape()[2], W = x.shape()[3];
-  int64_t O = w.shape()[0], Cg = w.shape()[1], KH = w.shape()[2], KW = w.shape()[3];
-  int64_t OH = call.shape[2], OW = call.shape[3], Og = O / groups, K = Cg * KH * KW, P = OH * OW;
+  Array x = to_contiguous(call.inputs[0], gt), w = to_contiguous(call.inputs[1], gt), b;
+  if (call.inputs.size() == 3) b = to_contiguous(call.inputs[2], gt);
+  ConvShape cs = conv_shape(call);
   Array result = gt == call.dtype ? output(call) : Array::empty(gt, call.shape);
-  std::vector<T> col(static_cast<size_t>(K * P));
-  const T* xp = x.data_as<T>();
-  const T* wp = w.data_as<T>();
+  const T *xp = x.data_as<T>(), *wp = w.data_as<T>(), *bp = b.defined() ? b.data_as<T>() : nullptr;
   T* yp = result.data_as<T>();
-  for (int64_t n = 0; n < N; ++n) {
-    for (int64_t g = 0; g < groups; ++g) {
-      for (int64_t c = 0; c < Cg; ++c)
-        for (int64_t kh = 0; kh < KH; ++kh)
-          for (int64_t kw = 0; kw < KW; ++kw) {
-            T* row = col.data() + ((c * KH + kh) * KW + kw) * P;
-            const T* plane = xp + (n * C + g * Cg + c) * H * W;
-            for (int64_t oh = 0; oh < OH; ++oh) {
-              int64_t ih = oh * stride[0] - pad[0] + kh * dil[0];
-              for (int64_t ow = 0; ow < OW; ++ow) {
-                int64_t iw = ow * stride[1] - pad[1] + kw * dil[1];
-                row[oh * OW + ow] = (ih >= 0 && ih < H && iw >= 0 && iw < W) ? plane[ih * W + iw] : T(0);
-              }
-            }
-          }
-      T* out = yp + (n * O + g * Og) * P;
-      if (call.inputs.size() == 3) {
-        Array b = to_contiguous(call.inputs[2], gt);
-        for (int64_t o = 0; o < Og; ++o)
-          for (int64_t p = 0; p < P; ++p) out[o * P + p] = b.data_as<T>()[g * Og + o];
-      }
-      gemm(wp + g * Og * K, col.data(), out, Og, P, K, false, call.inputs.size() == 3 ? T(1) : T(0));
-    }
+  if (cs.depthwise()) {
+    conv_depthwise(cs, xp, wp, bp, yp);
+    return deliver(call, result);
   }
+  int64_t tasks = cs.N * cs.groups;
+  auto run = [&](int64_t lo, int64_t hi) {
+    std::vector<T> col;
+    for (int64_t t = lo; t < hi; ++t) conv_gemm(cs, xp, wp, bp, yp, t / cs.groups, t % cs.groups, col);
+  };
+  if (tasks >= num_threads()) parallel_for(tasks, 1, run);
+  else run(0, tasks);
   return deliver(call, result);
 }
 

@@ -16,8 +16,9 @@ Array fill(const Call& call, F&& value_at) {
 }
 
 Array full(const Call& call) {
-  double v = attr_float(call.attrs, "value");
-  return fill(call, [&](int64_t) { return v; });
+  Array out = output(call);
+  fill_with(out, attr_float(call.attrs, "value"));
+  return out;
 }
 
 Array arange(const Call& call) {

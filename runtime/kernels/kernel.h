@@ -86,6 +86,8 @@ inline char* byte_ptr(const Array& a, int64_t element_offset) {
 
 // Copies `src` (any layout, any dtype) into `dst` (same shape), converting the dtype.
 void copy_into(const Array& src, const Array& dst);
+// Sets every element of the contiguous `out` to `value` (converted to its dtype).
+void fill_with(const Array& out, double value);
 // A contiguous copy of `a` converted to `dtype` (or `a` itself when nothing changes).
 Array to_contiguous(const Array& a, DType dtype);
 

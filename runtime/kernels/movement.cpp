@@ -136,10 +136,7 @@ Array pad(const Call& call) {
   const Array& x = call.inputs[0];
   Array out = output(call);
   double value = attr_float(call.attrs, "value");
-  int64_t n = out.numel();
-  size_t size = itemsize(out.dtype());
-  for (int64_t i = 0; i < n; ++i)
-    element::store<double>(static_cast<char*>(out.data()) + i * size, out.dtype(), value);
+  fill_with(out, value);
   // Copy the overlap of input and output regions; negative pads crop.
   const auto& pads = attr_ints(call.attrs, "pads");
   Array src = x, dst = out;

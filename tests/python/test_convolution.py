@@ -1,0 +1,70 @@
+"""conv2d through ember against PyTorch: each path of ember's convolution (depthwise direct
+loops, 1x1 GEMM on the input, im2col + GEMM) at the edges of its geometry."""
+import pytest
+import torch
+import torch.nn.functional as F
+
+import ember
+from conftest import assert_compiled
+
+# (N, C, H, W, O, kernel, stride, padding, dilation, groups, bias)
+GEOMETRIES = {
+    "3x3 padded": (2, 3, 9, 11, 5, (3, 3), 1, 1, 1, 1, True),
+    "7x7 stride 2 (ResNet stem)": (1, 3, 17, 16, 4, (7, 7), 2, 3, 1, 1, False),
+    "1x1 pointwise": (2, 8, 5, 7, 6, (1, 1), 1, 0, 1, 1, True),
+    "1x1 stride 2": (2, 8, 9, 9, 6, (1, 1), 2, 0, 1, 1, False),
+    "1x1 padded": (1, 4, 3, 3, 2, (1, 1), 1, 1, 1, 1, True),
+    "grouped": (2, 8, 6, 6, 12, (3, 3), 1, 1, 1, 4, True),
+    "grouped 1x1": (2, 8, 6, 6, 4, (1, 1), 1, 0, 1, 2, False),
+    "depthwise 3x3": (2, 6, 10, 9, 6, (3, 3), 1, 1, 1, 6, True),
+    "depthwise stride 2": (2, 6, 11, 10, 6, (3, 3), 2, 1, 1, 6, False),
+    "depthwise multiplier 2": (1, 3, 7, 8, 6, (3, 3), 1, 1, 1, 3, True),
+    "depthwise dilated, rectangular": (1, 4, 12, 13, 4, (3, 2), (1, 2), (2, 1), (2, 3), 4, True),
+    "depthwise kernel wider than input": (1, 2, 3, 2, 2, (5, 5), 1, 2, 1, 2, False),
+    "dilated, asymmetric stride": (2, 3, 13, 12, 4, (3, 3), (2, 1), 2, 2, 1, True),
+    "single channel": (3, 1, 6, 6, 1, (3, 3), 1, 0, 1, 1, True),
+}
+
+
+def conv_inputs(n, c, h, w, o, kernel, groups, bias, dtype):
+    x = torch.randn(n, c, h, w, dtype=dtype)
+    wt = torch.randn(o, c // groups, *kernel, dtype=dtype)
+    b = torch.randn(o, dtype=dtype) if bias else None
+    return x, wt, b
+
+
+@pytest.mark.parametrize("name", list(GEOMETRIES))
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_conv2d_matches_pytorch(name, dtype):
+    n, c, h, w, o, kernel, stride, padding, dilation, groups, bias = GEOMETRIES[name]
+    x, wt, b = conv_inputs(n, c, h, w, o, kernel, groups, bias, dtype)
+
+    def fn(x, wt, b):
+        return F.conv2d(x, wt, b, stride=stride, padding=padding, dilation=dilation, groups=groups)
+
+    compiled = ember.compile(fn)
+    tol = 1e-4 if dtype == torch.float32 else 1e-10
+    torch.testing.assert_close(compiled(x, wt, b), fn(x, wt, b), rtol=tol, atol=tol)
+    assert_compiled(compiled)
+
+
+def test_conv2d_float16_accumulates_in_float32():
+    x, wt, b = conv_inputs(2, 4, 8, 8, 4, (3, 3), 4, True, torch.float16)
+
+    def fn(x, wt, b):
+        return F.conv2d(x, wt, b, padding=1, groups=4) + F.conv2d(x, wt.repeat(1, 4, 1, 1), b, padding=1)
+
+    expected = fn(x.double(), wt.double(), b.double())
+    actual = ember.compile(fn)(x, wt, b)
+    assert actual.dtype == torch.float16
+    torch.testing.assert_close(actual.double(), expected, rtol=2e-3, atol=2e-2)
+
+
+def test_conv2d_on_a_non_contiguous_input():
+    x = torch.randn(2, 9, 9, 4).permute(0, 3, 1, 2)  # channels-last memory
+    wt = torch.randn(4, 1, 3, 3)
+
+    def fn(x, wt):
+        return F.conv2d(x, wt, padding=1, groups=4) + F.conv2d(x, wt.transpose(0, 1).expand(4, 4, 3, 3), stride=2)[..., :1, :1]
+
+    torch.testing.assert_close(ember.compile(fn)(x, wt), fn(x, wt), rtol=1e-4, atol=1e-4)
