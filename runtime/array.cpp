@@ -1,4 +1,5 @@
 #include "runtime/array.h"
+
 #include "runtime/allocator.h"
 
 #include <cstdlib>
@@ -8,6 +9,7 @@
 
 #include "ir/error.h"
 #include "runtime/element.h"
+#include "runtime/kernels/kernel.h"
 
 namespace ember {
 
@@ -105,12 +107,7 @@ int64_t strided_offset(int64_t linear, const std::vector<int64_t>& shape, const 
 Array Array::contiguous() const {
   if (is_contiguous()) return *this;
   Array out = empty(dtype_, shape_);
-  size_t size = itemsize(dtype_);
-  const char* base = static_cast<const char*>(storage_->data);
-  char* dst = static_cast<char*>(out.data());
-  int64_t n = numel();
-  for (int64_t i = 0; i < n; ++i)
-    std::memcpy(dst + i * size, base + (offset_ + strided_offset(i, shape_, strides_)) * size, size);
+  kernels::copy_into(*this, out);  // row by row, not an index computation per element
   return out;
 }
 

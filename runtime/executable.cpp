@@ -233,6 +233,7 @@ void Executable::log_profile(std::vector<std::pair<double, size_t>> step_us) con
   for (size_t k = 0; k < step_us.size() && k < 12; ++k) {
     const Step& step = steps_[step_us[k].second];
     std::string name = step.kernel ? step.kernel->name() : std::string(step.node->info().name);
+    if (!step.node->types.empty()) name += " -> " + step.node->types[0].str();
     text += "\n  step " + std::to_string(step_us[k].second) + " " + name + ": " +
             std::to_string(static_cast<int64_t>(step_us[k].first)) + " us";
   }
@@ -254,6 +255,7 @@ std::string Executable::describe() const {
   for (size_t i = 0; i < steps_.size(); ++i) {
     const Step& step = steps_[i];
     std::string name = step.kernel ? step.kernel->name() : std::string(step.node->info().name);
+    if (!step.node->types.empty()) name += " -> " + step.node->types[0].str();
     out += "step " + std::to_string(i) + ": " + name + "(";
     for (size_t k = 0; k < step.inputs.size(); ++k) out += (k ? ", " : "") + where(step.inputs[k]);
     out += ") -> ";

@@ -3,7 +3,7 @@
 # Idempotent: takes well under a second when everything is present.
 set -euo pipefail
 
-packages=(g++ make cmake ninja-build ccache binutils catch2 libopenblas-dev
+packages=(g++ make cmake ninja-build ccache binutils catch2 libopenblas-dev libdnnl-dev
           llvm-19-dev libmlir-19-dev mlir-19-tools)
 missing=()
 for p in "${packages[@]}"; do

@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "runtime/kernels/kernel.h"
+#include "runtime/kernels/onednn.h"
 #include "runtime/thread_pool.h"
 
 namespace ember::kernels {
@@ -248,6 +249,10 @@ Array conv2d_typed(const Call& call) {
   Array result = gt == call.dtype ? output(call) : Array::empty(gt, call.shape);
   const T *xp = x.data_as<T>(), *wp = w.data_as<T>(), *bp = b.defined() ? b.data_as<T>() : nullptr;
   T* yp = result.data_as<T>();
+  if constexpr (std::is_same_v<T, float>) {
+    OnednnConv oc{cs.N, cs.C, cs.H, cs.W, cs.O, cs.KH, cs.KW, cs.OH, cs.OW, cs.groups, cs.stride, cs.pad, cs.dil};
+    if (cs.N * cs.O * cs.P() > 0 && onednn_conv2d(oc, xp, wp, bp, yp)) return deliver(call, result);
+  }
   if (cs.depthwise()) {
     conv_depthwise(cs, xp, wp, bp, yp);
     return deliver(call, result);

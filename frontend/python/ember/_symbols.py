@@ -12,9 +12,18 @@ class Unsupported(Exception):
     """What the translation cannot express; the graph (or node) runs on PyTorch instead."""
 
 
+class NonPolynomialSize(Unsupported):
+    """A size that is not a polynomial of the input sizes (floor division, as strided windows
+    give): ember dims cannot hold it, so the graph is compiled per set of sizes instead."""
+
+
 class Symbols:
-    def __init__(self, graph):
+    """Without `fixed`, Dynamo's symbols become ember symbols. With `fixed` (sympy symbol -> int),
+    every size is evaluated at those values and the graph is static."""
+
+    def __init__(self, graph, fixed=None):
         self._graph = graph
+        self.fixed = fixed
         self.ids = {}       # sympy symbol -> ember id
         self.sources = {}   # ember id -> ("size", input index, dim) or ("int", input index)
 
@@ -28,6 +37,8 @@ class Symbols:
             return size
         else:
             expr = size
+        if self.fixed is not None:
+            return self._fixed_value(expr)
         expr = sympy.expand(expr)
         if expr.is_Integer:
             return int(expr)
@@ -38,7 +49,7 @@ class Symbols:
 
     def bind(self, size, source):
         """Records `source` as where a bare symbol's value comes from (first source wins)."""
-        if not isinstance(size, torch.SymInt):
+        if not isinstance(size, torch.SymInt) or self.fixed is not None:
             return
         expr = size.node.expr
         if isinstance(expr, sympy.Symbol):
@@ -61,7 +72,15 @@ class Symbols:
         """A sympy expression's value under this call's symbol values."""
         if isinstance(expr, int):
             return expr
+        if self.fixed is not None:
+            return self._fixed_value(expr)
         return int(expr.subs({s: values[i] for s, i in self.ids.items()}))
+
+    def _fixed_value(self, expr):
+        value = sympy.sympify(sympy.sympify(expr).xreplace(self.fixed))
+        if not value.is_Integer:
+            raise Unsupported(f"size {expr} depends on symbols no input size gives")
+        return int(value)
 
     def _id(self, symbol):
         if symbol not in self.ids:
@@ -79,4 +98,21 @@ class Symbols:
             return "*".join(f"({self._text(a)})" for a in expr.args)
         if isinstance(expr, sympy.Pow) and expr.exp.is_Integer and int(expr.exp) > 0:
             return "*".join([f"({self._text(expr.base)})"] * int(expr.exp))
-        raise Unsupported(f"size {expr} is not a polynomial of the input sizes")
+        raise NonPolynomialSize(f"size {expr} is not a polynomial of the input sizes")
+
+
+def input_size_symbols(gm):
+    """Where each bare symbol of a graph's input sizes comes from, in a fixed order:
+    [(symbol, ("size", input index, dim) or ("int", input index), its value in the example)]."""
+    found, index = {}, 0
+    for node in gm.graph.nodes:
+        if node.op != "placeholder":
+            continue
+        val = node.meta.get("val")
+        sizes = list(enumerate(val.shape)) if isinstance(val, torch.Tensor) else [(None, val)]
+        for d, size in sizes:
+            if isinstance(size, torch.SymInt) and isinstance(size.node.expr, sympy.Symbol):
+                source = ("size", index, d) if d is not None else ("int", index)
+                found.setdefault(size.node.expr, (source, size.node.hint))
+        index += 1
+    return [(symbol, source, hint) for symbol, (source, hint) in found.items()]

@@ -7,6 +7,7 @@ says it has; a mismatch also makes it a torch call. get_attr tensors are inputs 
 """
 import operator
 import time
+import warnings
 import weakref
 
 import sympy
@@ -14,7 +15,7 @@ import torch
 
 from . import _C, _torch_calls
 from ._lower import LOWERINGS, ember_dtype
-from ._symbols import Symbols, Unsupported
+from ._symbols import NonPolynomialSize, Symbols, Unsupported, input_size_symbols
 
 
 # Ops whose result depends on the input's storage (offset and memory beyond its own elements),
@@ -82,13 +83,13 @@ class CompiledFx:
     """The callable AOTAutograd gets back: runs the ember plan on the call's tensors. It takes
     them as one list (AOTAutograd's boxed convention), so it could free inputs early."""
 
-    def __init__(self, gm, mode, strict):
+    def __init__(self, gm, mode, strict, fixed_sizes=None):
         start = time.perf_counter()
         # An instance attribute: the wrappers Dynamo puts around a backward compiler copy the
         # instance's __dict__ (functools.wraps), not its class's attributes.
         self._boxed_call = True
         self.graph = _C.Graph()
-        self.symbols = Symbols(self.graph)
+        self.symbols = Symbols(self.graph, fixed_sizes)
         self.env = {}
         self.inputs = []          # per ember input: ("arg", index) or ("const", tensor)
         self.torch_calls = []     # ids of this graph's torch calls
@@ -305,6 +306,54 @@ class CompiledFx:
             else:
                 out.append(v)
         return out
+
+
+class SizeSpecialized:
+    """A graph with sizes that ember dims cannot hold (NonPolynomialSize), compiled for each set
+    of input sizes it meets: the same graph, its sizes evaluated, kernels shared through the
+    kernel cache. Dynamo sees one graph; ember keeps one plan per size."""
+
+    def __init__(self, gm, mode, strict):
+        self._boxed_call = True
+        self.gm, self.mode, self.strict = gm, mode, strict
+        self.sources = input_size_symbols(gm)
+        if any(hint is None for _, _, hint in self.sources):
+            raise Unsupported("a size symbol without an example value")
+        self.plans = {}
+        first = self._plan(tuple(hint for _, _, hint in self.sources))
+        # What the report reads, from the first plan.
+        self.lowered_ops, self.torch_call_ops = first.lowered_ops, first.torch_call_ops
+        self.compiled, self.translate_ms = first.compiled, first.translate_ms
+
+    def _plan(self, key):
+        plan = self.plans.get(key)
+        if plan is None:
+            fixed = {symbol: value for (symbol, _, _), value in zip(self.sources, key)}
+            try:
+                plan = CompiledFx(self.gm, self.mode, self.strict, fixed)
+            except Exception as e:
+                if self.strict or not self.plans:  # the first plan's failure is the compile's
+                    raise
+                warnings.warn(f"ember: compiling a graph for sizes {key} failed; at those sizes it runs on "
+                              f"PyTorch instead ({type(e).__name__}: {e})", RuntimeWarning, stacklevel=3)
+                from functorch.compile import make_boxed_func
+                plan = make_boxed_func(self.gm)
+            self.plans[key] = plan
+        return plan
+
+    def __call__(self, args):
+        key = tuple(args[src[1]].shape[src[2]] if src[0] == "size" else int(args[src[1]])
+                    for _, src, _ in self.sources)
+        return self._plan(key)(args)
+
+
+def compile_fx(gm, mode, strict):
+    """gm as ember plans: one over symbolic sizes, or one per set of sizes when they are not
+    polynomials of the inputs'."""
+    try:
+        return CompiledFx(gm, mode, strict)
+    except NonPolynomialSize:
+        return SizeSpecialized(gm, mode, strict)
 
 
 def _eager_strides(node):

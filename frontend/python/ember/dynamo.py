@@ -71,10 +71,10 @@ def ember_backend(gm, example_inputs, mode=None, options=None):
 
 
 def _compile_graph(gm, kind, mode, strict, report):
-    from ._translate import CompiledFx
+    from ._translate import compile_fx
     start = time.perf_counter()
     try:
-        compiled = CompiledFx(gm, mode, strict)
+        compiled = compile_fx(gm, mode, strict)
     except Exception as e:  # any failure of ours: this graph runs on PyTorch, the program goes on
         if strict:
             raise

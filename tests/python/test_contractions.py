@@ -1,5 +1,6 @@
-"""conv2d through ember against PyTorch: each path of ember's convolution (depthwise direct
-loops, 1x1 GEMM on the input, im2col + GEMM) at the edges of its geometry."""
+"""GEMM and conv2d through ember against PyTorch: each path (oneDNN for float32, OpenBLAS split
+over ember's threads for float64; depthwise direct loops, 1x1 GEMM on the input and im2col + GEMM
+where oneDNN does not run) at the edges of its geometry."""
 import pytest
 import torch
 import torch.nn.functional as F
@@ -68,3 +69,62 @@ def test_conv2d_on_a_non_contiguous_input():
         return F.conv2d(x, wt, padding=1, groups=4) + F.conv2d(x, wt.transpose(0, 1).expand(4, 4, 3, 3), stride=2)[..., :1, :1]
 
     torch.testing.assert_close(ember.compile(fn)(x, wt), fn(x, wt), rtol=1e-4, atol=1e-4)
+
+
+def test_strided_windows_with_dynamic_sizes_compile_per_size():
+    """A stride-2 window's output size is a floor division of the input's, which ember dims cannot
+    hold: the graph is compiled for each set of sizes instead of running on PyTorch."""
+    wt = torch.randn(4, 3, 3, 3)
+
+    def fn(x):
+        return F.max_pool2d(F.conv2d(x, wt, stride=2, padding=1).relu(), 3, 2, 1).sum((2, 3))
+
+    compiled = ember.compile(fn, dynamic=True, options={"strict": True})
+    for size in (9, 16, 23, 16):
+        x = torch.randn(2, 3, size, size + 1)
+        torch.testing.assert_close(compiled(x), fn(x), rtol=1e-4, atol=1e-4)
+    report = assert_compiled(compiled)
+    assert report.graph_count == 1, report.text()
+
+
+# (left shape, right shape, right transposed in memory, bias)
+MATMULS = {
+    "square": ((64, 64), (64, 64), False, False),
+    "skinny rows": ((3, 300), (300, 257), False, False),
+    "skinny columns": ((257, 300), (300, 3), False, False),
+    "one row": ((1, 1000), (1000, 130), True, True),
+    "transposed right (x @ w.t())": ((37, 129), (129, 65), True, True),
+    "long inner dim": ((8, 5000), (5000, 8), False, True),
+    "rows split over threads": ((300, 200), (200, 300), False, True),
+    "batched, broadcast left": ((5, 1, 17, 33), (4, 33, 9), False, False),
+    "batched, transposed right": ((6, 17, 33), (6, 33, 19), True, False),
+    "empty inner dim": ((4, 0), (0, 5), False, True),
+}
+
+
+@pytest.mark.parametrize("name", list(MATMULS))
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_matmul_matches_pytorch(name, dtype):
+    sa, sb, transposed, bias = MATMULS[name]
+    a = torch.randn(*sa, dtype=dtype)
+    b = torch.randn(*sb[:-2], sb[-1], sb[-2], dtype=dtype).transpose(-1, -2) if transposed else torch.randn(*sb, dtype=dtype)
+    c = torch.randn(sb[-1], dtype=dtype)
+
+    def fn(a, b, c):
+        return (a @ b + c) if bias else a @ b
+
+    compiled = ember.compile(fn)
+    tol = 2e-4 if dtype == torch.float32 else 1e-10
+    expected = fn(a.double(), b.double(), c.double()).to(dtype)
+    torch.testing.assert_close(compiled(a, b, c), expected, rtol=tol, atol=tol * (sa[-1] ** 0.5))
+    assert_compiled(compiled)
+
+
+def test_linear_and_addmm_accumulate_onto_the_bias():
+    x, w, b = torch.randn(50, 70), torch.randn(90, 70), torch.randn(90)
+
+    def fn(x, w, b):
+        return F.linear(x, w, b), torch.addmm(b, x, w.t(), beta=1.0), F.linear(x, w)
+
+    for got, want in zip(ember.compile(fn)(x, w, b), fn(x, w, b)):
+        torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
