@@ -182,6 +182,15 @@ class KernelWriter {
             s.ty.str() + ", !llvm.ptr");
   }
 
+  // Output `out` (float32 or float64, stored along the row) as the store pass reads it back.
+  Val load_output(size_t out, const Val& base, const std::string& j, int width) {
+    Ty ty{storage_type(spec_.dtype_of(spec_.outputs[out])), width};
+    Val p = address(num_inputs() + out, base, j, width, ty.elem);
+    return m_.let("llvm.load " + p.name + " {alignment = " + std::to_string(itemsize(spec_.dtype_of(spec_.outputs[out]))) +
+                      " : i64} : !llvm.ptr -> " + ty.str(),
+                  ty);
+  }
+
   void body(const std::vector<Val>& base, const std::string& j, int width) {
     std::vector<Val> values;
     for (size_t k = 0; k < num_inputs(); ++k) values.push_back(load(k, base[k], j, width));
@@ -211,10 +220,14 @@ class KernelWriter {
   // after each, the row values its results make ready; then one pass that computes and stores
   // the outputs over the row, and the row outputs once. Values of the row are recomputed in
   // each pass that needs them: loads and arithmetic are cheaper than memory for a temporary.
+  // One exception, store-then-scale: an output that is a value of the last reduction pass times
+  // (or over) a row value, as softmax's exp(x - max) / sum, stores that value in the last pass
+  // and the store pass scales it in place, instead of computing the exponentials twice.
   std::string write_rows() {
     Val fast = begin_function();
     std::vector<int> levels = value_levels();
     int max_level = *std::max_element(levels.begin(), levels.end());
+    find_scaled_outputs(levels, max_level);
     m_.open("scf.for %row = %row_begin to %row_end step " + c1_.name + " : i64 {");
     std::vector<Val> base = row_offsets();
     row_vals_.assign(row_.size(), Val{});
@@ -223,7 +236,7 @@ class KernelWriter {
       std::vector<int> reductions;
       for (size_t v = num_inputs(); v < row_.size(); ++v)
         if (levels[v] == level && is_row_reduction(instr(v).op)) reductions.push_back(static_cast<int>(v));
-      std::vector<Val> folded = reduce_pass(base, fast, reductions);
+      std::vector<Val> folded = reduce_pass(base, fast, reductions, level == max_level);
       for (size_t i = 0; i < reductions.size(); ++i) row_vals_[reductions[i]] = finish(reductions[i], folded[i]);
       ready_row_values(base, levels, level);
     }
@@ -248,6 +261,28 @@ class KernelWriter {
       levels.push_back(is_row_reduction(b.op) ? level + 1 : level);
     }
     return levels;
+  }
+
+  // Per output: the value the last reduction pass stores for the store pass to scale (see
+  // [Note: row kernels]), or -1. It must be an argument of a last-level reduction (so that pass
+  // computes it anyway), and held in the output's dtype as computed (float32 or float64), so
+  // that the scaled result is the one computing it again would give, bit for bit.
+  void find_scaled_outputs(const std::vector<int>& levels, int max_level) {
+    scaled_.assign(spec_.outputs.size(), -1);
+    std::vector<bool> last_pass_arg(row_.size(), false);
+    for (size_t v = num_inputs(); v < row_.size(); ++v)
+      if (levels[v] == max_level && is_row_reduction(instr(v).op)) last_pass_arg[instr(v).args[0]] = true;
+    for (size_t out = 0; out < spec_.outputs.size(); ++out) {
+      int v = spec_.outputs[out];
+      if (row_output_[out] || v < static_cast<int>(num_inputs())) continue;
+      const KernelInstr& b = instr(v);
+      if ((b.op != Op::Mul && b.op != Op::Div) || b.args.size() != 2) continue;
+      int value = b.args[0], other = b.args[1];
+      if (b.op == Op::Mul && row_[value]) std::swap(value, other);
+      DType dt = spec_.dtype_of(v);
+      bool exact = (dt == DType::Float32 || dt == DType::Float64) && spec_.dtype_of(value) == dt;
+      if (!row_[value] && row_[other] && last_pass_arg[value] && exact) scaled_[out] = value;
+    }
   }
 
   // Computes the row values (not reductions) that level `level` makes ready, as scalars.
@@ -325,7 +360,8 @@ class KernelWriter {
 
   // One pass over the row folding each of `reductions`; returns their scalar results (in the
   // accumulator's register type, not yet finished).
-  std::vector<Val> reduce_pass(const std::vector<Val>& base, const Val& fast, const std::vector<int>& reductions) {
+  std::vector<Val> reduce_pass(const std::vector<Val>& base, const Val& fast, const std::vector<int>& reductions,
+                               bool last) {
     const size_t n = reductions.size();
     int width = vector_width(spec_);
     std::vector<Ty> scalar_types, vector_types;
@@ -342,7 +378,7 @@ class KernelWriter {
     Val vector_end = whole_vectors_end(w);
     std::vector<Val> inits;
     for (size_t i = 0; i < n; ++i) inits.push_back(m_.constant(identity(instr(reductions[i]).op), vector_types[i]));
-    std::vector<Val> vector_accs = fold_loop(base, reductions, "%inner_begin", vector_end.name, w.name, width, inits);
+    std::vector<Val> vector_accs = fold_loop(base, reductions, "%inner_begin", vector_end.name, w.name, width, inits, last);
     std::vector<std::string> yields;
     for (size_t i = 0; i < n; ++i)
       yields.push_back(m_.let("vector.reduction <" + std::string(horizontal_kind(instr(reductions[i]).op)) + ">, " +
@@ -358,12 +394,14 @@ class KernelWriter {
     m_.close();
     std::vector<Val> partial;
     for (size_t i = 0; i < n; ++i) partial.push_back({result(split, n + 1, i), scalar_types[i]});
-    return fold_loop(base, reductions, result(split, n + 1, n), "%inner_end", c1_.name, 0, partial);
+    return fold_loop(base, reductions, result(split, n + 1, n), "%inner_end", c1_.name, 0, partial, last);
   }
 
-  // scf.for over [from, to) by `step` folding each reduction's argument into its accumulator.
+  // scf.for over [from, to) by `step` folding each reduction's argument into its accumulator; in
+  // the last pass, also storing the values of scaled outputs.
   std::vector<Val> fold_loop(const std::vector<Val>& base, const std::vector<int>& reductions, const std::string& from,
-                             const std::string& to, const std::string& step, int width, const std::vector<Val>& inits) {
+                             const std::string& to, const std::string& step, int width, const std::vector<Val>& inits,
+                             bool last) {
     const size_t n = reductions.size();
     std::string loop = m_.fresh(), j = m_.fresh();
     std::vector<std::string> accs, args;
@@ -383,6 +421,9 @@ class KernelWriter {
       EMBER_CHECK(x.ty.elem == types[i].elem, "a row reduction folds ", x.ty.str(), " into ", types[i].str());
       next.push_back(m_.binary(combine_op(r.op), Val{accs[i], types[i]}, x).name);
     }
+    for (size_t out = 0; last && out < scaled_.size(); ++out)
+      if (scaled_[out] >= 0)
+        store(out, value_at(scaled_[out], base, j, width, memo), base[num_inputs() + out], j, width);
     m_.line("scf.yield " + join(next) + " : " + type_list(types));
     m_.close();
     std::vector<Val> out;
@@ -427,6 +468,9 @@ class KernelWriter {
 
   void store_outputs(const std::vector<Val>& base, const std::string& j, int width) {
     std::vector<Val> memo(row_.size());
+    // A scaled output's value was stored by the last reduction pass: read back, not recomputed.
+    for (size_t out = 0; out < scaled_.size(); ++out)
+      if (scaled_[out] >= 0) memo[scaled_[out]] = load_output(out, base[num_inputs() + out], j, width);
     for (size_t out = 0; out < spec_.outputs.size(); ++out)
       if (!row_output_[out])
         store(out, value_at(spec_.outputs[out], base, j, width, memo), base[num_inputs() + out], j, width);
@@ -451,6 +495,7 @@ class KernelWriter {
   std::vector<bool> row_;         // per value: a row value (row kernels)
   std::vector<bool> row_output_;  // per output: stored once per row
   std::vector<Val> row_vals_;     // the current row's row values, as computed
+  std::vector<int> scaled_;       // per output: the value stored before scaling, or -1
 };
 
 }  // namespace
