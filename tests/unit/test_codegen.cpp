@@ -444,3 +444,21 @@ TEST_CASE("generated kernels: 16 threads, reduce-overhead, sizes 0, 1, 2 and pas
   Tensor x = uniform({5000}, 9);
   CHECK(same_bits(f(x, x), fn(x, x)));
 }
+
+TEST_CASE("generated erf: float32 within 1e-6 of float64 on a dense sweep, never beyond +-1", "[codegen][math]") {
+  const int64_t n = 200001;
+  std::vector<double> xs(n);
+  for (int64_t i = 0; i < n; ++i) xs[i] = -6.0 + 12.0 * static_cast<double>(i) / static_cast<double>(n - 1);
+  Tensor x = cast(from_vector(xs, {n}), DType::Float32);
+  auto f = compile([](const Tensor& t) { return erf(t); });
+  Array y = f(x).array();
+  REQUIRE(f.report().graphs.at(0).kernels == 1);
+  Array xf = x.array();
+  double worst = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    double got = y.get(i), want = std::erf(xf.get(i));
+    worst = std::max(worst, std::abs(got - want));
+    REQUIRE(std::abs(got) <= 1.0);
+  }
+  CHECK(worst <= 1e-6);
+}
