@@ -30,7 +30,9 @@ bool row_wise(const Node* n) {
     case Op::Softmax: case Op::LogSoftmax: return last(attr_int(n->attrs, "axis"));
     case Op::LayerNorm: case Op::NativeLayerNorm: case Op::RmsNorm: return attr_int(n->attrs, "ndim") == 1;
     case Op::BatchNorm: return true;  // per-channel arithmetic, no reduction
-    case Op::ScaledDotProductAttention: return true;  // matmuls around a softmax over the last dim
+    // Attention stays whole: the interpreter's blocked kernel never writes the L x S scores that
+    // the decomposition (matmuls around a row softmax) writes and reads ([Note: blocked attention]).
+    case Op::ScaledDotProductAttention: return false;
     case Op::Var: case Op::Std: case Op::LogSumExp: {
       std::vector<int64_t> axes = normalize_axes(n->info().name, attr_ints(n->attrs, "axes"), rank);
       return axes == std::vector<int64_t>{rank - 1} && attr_bool(n->attrs, "keepdim");

@@ -103,6 +103,12 @@ void blas_gemm(const T* a, const T* b, T* c, int64_t m, int64_t n, int64_t k, bo
     cblas_dgemm(CblasRowMajor, CblasNoTrans, tb, m, n, k, 1.0, a, k, b, ldb, beta, c, ldc);
 }
 
+// Rows (or, for few rows, columns) of C per block: enough work per block to amortise a BLAS call.
+constexpr int64_t kMinBlockFlops = int64_t{1} << 21;
+constexpr int64_t kBlockAlign = 16;  // multiples of the microkernel's tile
+
+}  // namespace
+
 // GEMMs run on ember's thread pool, each thread a single-threaded BLAS call on its own block of C.
 // OpenBLAS's own threads busy-wait for a long time after each call (about 0.1 s); on a small
 // machine they took the cores from the kernels and the PyTorch calls that ran next (a 0.1 ms
@@ -114,12 +120,6 @@ void use_single_threaded_blas() {
   }();
   (void)once;
 }
-
-// Rows (or, for few rows, columns) of C per block: enough work per block to amortise a BLAS call.
-constexpr int64_t kMinBlockFlops = int64_t{1} << 21;
-constexpr int64_t kBlockAlign = 16;  // multiples of the microkernel's tile
-
-}  // namespace
 
 template <class T>
 void gemm_impl(const T* a, const T* b, T* c, int64_t m, int64_t n, int64_t k, bool trans_b, T beta) {

@@ -91,6 +91,9 @@ void fill_with(const Array& out, double value);
 // A contiguous copy of `a` converted to `dtype` (or `a` itself when nothing changes).
 Array to_contiguous(const Array& a, DType dtype);
 
+// Makes OpenBLAS single-threaded (once): its calls run on ember's thread pool (common.cpp).
+void use_single_threaded_blas();
+
 // C[m, n] = A[m, k] @ B[k, n] (row-major, contiguous), or B^T when trans_b; float or double.
 void gemm(const float* a, const float* b, float* c, int64_t m, int64_t n, int64_t k, bool trans_b,
           float beta = 0.0f);

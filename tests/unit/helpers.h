@@ -12,6 +12,7 @@
 #include "frontend/tensor.h"
 #include "ir/error.h"
 #include "runtime/array.h"
+#include "tests/catch.h"
 
 namespace ember::test {
 
@@ -27,6 +28,26 @@ inline std::string error_of(const std::function<void()>& f, ErrorKind* kind = nu
 }
 
 // Same dtype, shape and bytes: -0.0 differs from 0.0, and NaNs of another sign or payload differ.
+// Every element of `got` within rtol/atol of `want` (computed in float64); NaN where want is,
+// the same infinity where want is infinite.
+inline void check_close(const Tensor& got, const Tensor& want, double rtol, double atol) {
+  Array g = got.array().contiguous(), w = want.array().contiguous();
+  REQUIRE(g.shape() == w.shape());
+  for (int64_t i = 0; i < g.numel(); ++i) {
+    double a = g.get(i), b = w.get(i);
+    if (std::isnan(b)) {
+      CHECK(std::isnan(a));
+      continue;
+    }
+    if (std::isinf(b)) {
+      CHECK(a == b);
+      continue;
+    }
+    INFO("element " << i << ": " << a << " vs " << b);
+    CHECK(std::abs(a - b) <= atol + rtol * std::abs(b));
+  }
+}
+
 inline bool same_bits(const Array& a, const Array& b) {
   if (a.dtype() != b.dtype() || a.shape() != b.shape()) return false;
   Array x = a.contiguous(), y = b.contiguous();

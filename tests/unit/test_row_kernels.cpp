@@ -13,28 +13,11 @@
 
 using namespace ember;
 
+using test::check_close;
+
 namespace {
 
 using Fn = std::function<Tensor(const Tensor&)>;
-
-// Every element of `got` within rtol/atol of `want` (computed in float64); NaN where want is.
-void check_close(const Tensor& got, const Tensor& want, double rtol, double atol) {
-  Array g = got.array().contiguous(), w = want.array().contiguous();
-  REQUIRE(g.shape() == w.shape());
-  for (int64_t i = 0; i < g.numel(); ++i) {
-    double a = g.get(i), b = w.get(i);
-    if (std::isnan(b)) {
-      CHECK(std::isnan(a));
-      continue;
-    }
-    if (std::isinf(b)) {
-      CHECK(a == b);
-      continue;
-    }
-    INFO("element " << i << ": " << a << " vs " << b);
-    CHECK(std::abs(a - b) <= atol + rtol * std::abs(b));
-  }
-}
 
 struct Case {
   const char* name;

@@ -1,0 +1,130 @@
+// Float32 attention, block by block ([Note: blocked attention]).
+#include "runtime/kernels/attention.h"
+
+#include <cblas.h>
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <vector>
+
+#include "runtime/kernels/kernel.h"
+#include "runtime/thread_pool.h"
+
+namespace ember::kernels {
+
+// [Note: blocked attention]
+// softmax(q k^T * scale + mask) v for one batch entry runs as blocks of queries against blocks of
+// keys. A pair's scores are a tile (128 x 128 floats, 64 KiB) that stays in cache; each
+// query row keeps a running max and sum (online softmax): when a tile raises the max, the row's
+// partial output and sum are scaled down by exp(old - new) before the tile's share, tile times
+// its values, is added on. The scores are never written out whole (the decomposition into two
+// matmuls around a row softmax wrote and read L x S of them), and a causal block stops at the
+// diagonal, which halves the arithmetic. Blocks of queries are independent: they are split over
+// the thread pool, each running single-threaded GEMMs on its tiles. A query row that every key
+// is masked from ends 0 / 0 = NaN, as the softmax over nothing but -inf gives.
+
+namespace {
+
+constexpr int64_t kQueryBlock = 128, kKeyBlock = 128;
+
+// e^x in float32 for x <= 88, in a form the compiler vectorises: x = n ln2 + r with
+// |r| <= ln2 / 2, e^r by a degree-7 polynomial (Cephes' expf coefficients), 2^n through the
+// exponent bits. Within two ulps of expf; below -87.3 it gives 0 (no denormal results), NaN
+// stays NaN. Attention only takes it of values <= 0.
+inline float exp_approx(float x) {
+  const float lo = -87.3f, hi = 88.0f;
+  float xc = x < lo ? lo : (x > hi ? hi : x);  // NaN compares false and stays
+  float n = std::nearbyint(xc * 1.44269504088896341f);
+  float r = xc - n * 0.693359375f + n * 2.12194440e-4f;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  p = p * r * r + r + 1.0f;
+  float two_n = std::bit_cast<float>((static_cast<int32_t>(n) + 127) << 23);
+  return x < lo ? 0.0f : p * two_n;
+}
+
+struct RowState {
+  float max, sum;
+};
+
+// One query row of a tile: scores scaled and masked (keys from `causal_end` on are hidden),
+// then replaced by their exponentials against the row's new running max. Returns the factor
+// the row's earlier output and sum must be scaled by.
+__attribute__((target_clones("avx512f", "avx2", "default"))) float tile_row(float* row, int64_t n, float scale,
+                                                                         const float* mask, bool bool_mask,
+                                                                         int64_t causal_end, RowState& state) {
+  const float neg_inf = -std::numeric_limits<float>::infinity();
+  float tile_max = neg_inf;
+  for (int64_t j = 0; j < n; ++j) {
+    float s = row[j] * scale;
+    if (mask) s = bool_mask ? (mask[j] != 0.0f ? s : neg_inf) : s + mask[j];
+    s = j < causal_end ? s : neg_inf;
+    row[j] = s;
+    tile_max = s > tile_max ? s : tile_max;
+  }
+  float new_max = tile_max > state.max ? tile_max : state.max;
+  if (new_max == neg_inf) {  // nothing visible yet: the tile adds nothing
+    for (int64_t j = 0; j < n; ++j) row[j] = 0.0f;
+    return 1.0f;
+  }
+  float sum = 0.0f;
+  for (int64_t j = 0; j < n; ++j) {
+    row[j] = exp_approx(row[j] - new_max);
+    sum += row[j];
+  }
+  float alpha = exp_approx(state.max - new_max);
+  state.sum = state.sum * alpha + sum;
+  state.max = new_max;
+  return alpha;
+}
+
+// Queries [i0, i0 + nq) of one batch entry: q, k, v, mask and out point at that entry.
+void query_block(const AttentionShape& a, const float* q, const float* k, const float* v, const float* mask,
+                 float* out, int64_t i0, int64_t nq, std::vector<float>& tile, std::vector<float>& acc) {
+  tile.resize(kQueryBlock * kKeyBlock);
+  acc.assign(nq * a.Ev, 0.0f);
+  std::vector<RowState> rows(nq, RowState{-std::numeric_limits<float>::infinity(), 0.0f});
+  int64_t kv_end = a.causal ? std::min(a.S, i0 + nq) : a.S;
+  for (int64_t j0 = 0; j0 < kv_end; j0 += kKeyBlock) {
+    int64_t nk = std::min(kKeyBlock, kv_end - j0);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nq, nk, a.E, 1.0f, q + i0 * a.E, a.E, k + j0 * a.E, a.E, 0.0f,
+                tile.data(), kKeyBlock);
+    for (int64_t i = 0; i < nq; ++i) {
+      const float* mask_row = mask ? mask + (i0 + i) * a.S + j0 : nullptr;
+      int64_t causal_end = a.causal ? i0 + i + 1 - j0 : nk;
+      float alpha = tile_row(tile.data() + i * kKeyBlock, nk, a.scale, mask_row, a.bool_mask, causal_end, rows[i]);
+      if (alpha != 1.0f)
+        for (int64_t e = 0; e < a.Ev; ++e) acc[i * a.Ev + e] *= alpha;
+    }
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, nq, a.Ev, nk, 1.0f, tile.data(), kKeyBlock, v + j0 * a.Ev, a.Ev,
+                1.0f, acc.data(), a.Ev);
+  }
+  for (int64_t i = 0; i < nq; ++i)
+    for (int64_t e = 0; e < a.Ev; ++e) out[(i0 + i) * a.Ev + e] = acc[i * a.Ev + e] / rows[i].sum;
+}
+
+}  // namespace
+
+void blocked_attention(const AttentionShape& a, const float* q, const float* k, const float* v, const float* mask,
+                       float* out) {
+  use_single_threaded_blas();
+  const int64_t blocks = (a.L + kQueryBlock - 1) / kQueryBlock;
+  parallel_for(a.count * blocks, 1, [&](int64_t lo, int64_t hi) {
+    std::vector<float> tile, acc;
+    for (int64_t item = lo; item < hi; ++item) {
+      int64_t bi = item / blocks, i0 = item % blocks * kQueryBlock;
+      query_block(a, q + bi * a.L * a.E, k + bi * a.S * a.E, v + bi * a.S * a.Ev,
+                  mask ? mask + bi * a.L * a.S : nullptr, out + bi * a.L * a.Ev, i0, std::min(kQueryBlock, a.L - i0),
+                  tile, acc);
+    }
+  });
+}
+
+}  // namespace ember::kernels

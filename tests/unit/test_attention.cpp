@@ -1,0 +1,68 @@
+// Float32 attention runs the interpreter's blocked kernel ([Note: blocked attention] in
+// runtime/kernels/attention.cpp): checked against the float64 kernel (the unblocked reference
+// loop) where the op sweep's small shapes do not reach: lengths across block boundaries, the
+// running max growing from one key block to the next, masks hiding whole rows and blocks.
+#include <ember/ember.h>
+
+#include <cmath>
+
+#include "tests/catch.h"
+#include "tests/unit/helpers.h"
+
+using namespace ember;
+using test::check_close;
+
+namespace {
+
+Tensor f64(const Tensor& t) { return cast(t, DType::Float64); }
+
+void check_attention(const Tensor& q, const Tensor& k, const Tensor& v, const std::optional<Tensor>& mask,
+                     bool causal) {
+  Tensor got = scaled_dot_product_attention(q, k, v, mask, causal);
+  std::optional<Tensor> mask64;
+  if (mask) mask64 = mask->dtype() == DType::Bool ? *mask : f64(*mask);
+  Tensor want = scaled_dot_product_attention(f64(q), f64(k), f64(v), mask64, causal);
+  check_close(got, want, 2e-5, 2e-6);
+}
+
+}  // namespace
+
+TEST_CASE("blocked attention: lengths across block boundaries, causal or not", "[runtime][attention]") {
+  for (auto [L, S] : {std::pair<int64_t, int64_t>{1, 1}, {127, 129}, {128, 128}, {129, 300}, {300, 129}, {5, 257}}) {
+    for (bool causal : {false, true}) {
+      INFO("L " << L << ", S " << S << ", causal " << causal);
+      Tensor q = uniform({2, L, 16}, 1, -1, 1), k = uniform({2, S, 16}, 2, -1, 1), v = uniform({2, S, 24}, 3, -1, 1);
+      check_attention(q, k, v, std::nullopt, causal);
+    }
+  }
+}
+
+TEST_CASE("blocked attention: the running max grows across key blocks", "[runtime][attention]") {
+  // Keys grow with their index, so each key block raises every query's max over the previous
+  // ones: the partial outputs and sums are rescaled at each block.
+  const int64_t S = 400;
+  Tensor ramp = reshape(arange(0, S, 1, DType::Float32), {1, S, 1}) * 0.1;
+  Tensor k = uniform({1, S, 8}, 4, 0.5, 1) * ramp;
+  Tensor q = uniform({1, 70, 8}, 5, 0.5, 1) * 3.0, v = uniform({1, S, 8}, 6, -1, 1);
+  check_attention(q, k, v, std::nullopt, false);
+  check_attention(q, k, v, std::nullopt, true);
+}
+
+TEST_CASE("blocked attention: masks, whole rows hidden (NaN), -inf scores, float16", "[runtime][attention]") {
+  const int64_t L = 150, S = 260;
+  Tensor q = uniform({3, L, 8}, 7, -2, 2), k = uniform({3, S, 8}, 8, -2, 2), v = uniform({3, S, 8}, 9, -1, 1);
+  // Bool: keep keys with j % 3 == i % 3; rows 10..19 keep nothing (NaN, as the softmax of nothing).
+  Tensor i = reshape(arange(0, L, 1, DType::Int64), {L, 1}), j = reshape(arange(0, S, 1, DType::Int64), {1, S});
+  Tensor rows_hidden = logical_and(i >= 10, i < 20);
+  Tensor keep = logical_and(remainder(i, 3) == remainder(j, 3), logical_not(rows_hidden));
+  check_attention(q, k, v, keep, false);
+  check_attention(q, k, v, keep, true);
+  // Additive: -inf over the first 200 keys (whole key blocks hidden), finite elsewhere.
+  Tensor additive = where(j < 200, -INFINITY, uniform({L, S}, 10, -3, 0));
+  check_attention(q, k, v, additive, false);
+  // float16 computes in float32 through the same kernel.
+  Tensor got = scaled_dot_product_attention(cast(q, DType::Float16), cast(k, DType::Float16), cast(v, DType::Float16));
+  Tensor want = scaled_dot_product_attention(f64(cast(q, DType::Float16)), f64(cast(k, DType::Float16)),
+                                             f64(cast(v, DType::Float16)));
+  check_close(got, want, 2e-3, 2e-3);
+}
