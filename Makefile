@@ -42,8 +42,10 @@ bench: build
 bench-kernels: build
 	./$(BUILD)/benchmarks/ember_bench_kernels --threads 1
 	$(PYTHON) benchmarks/torch_kernels.py --threads 1
+	$(PYTHON) benchmarks/torch_compute.py --threads 1
 	./$(BUILD)/benchmarks/ember_bench_kernels
 	$(PYTHON) benchmarks/torch_kernels.py
+	$(PYTHON) benchmarks/torch_compute.py
 
 # The compile tests (8 threads with mixed shapes among them) under ThreadSanitizer, in their own build.
 tsan: setup
