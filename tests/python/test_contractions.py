@@ -128,3 +128,33 @@ def test_linear_and_addmm_accumulate_onto_the_bias():
 
     for got, want in zip(ember.compile(fn)(x, w, b), fn(x, w, b)):
         torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("kernel,stride,padding,dilation,ceil_mode", [
+    (3, 2, 1, 1, False), (2, 2, 0, 1, False), (3, 2, 1, 1, True), (3, 1, 1, 2, False), ((3, 2), (2, 1), (1, 0), 1, True),
+])
+def test_max_pool_in_inference_is_lowered(kernel, stride, padding, dilation, ceil_mode):
+    x = torch.randn(2, 3, 11, 10)
+    x[0, 0, 0, 0] = float("nan")
+    x[1, 2, 3:6, 3:6] = float("-inf")
+
+    def fn(x):
+        return F.max_pool2d(x, kernel, stride, padding, dilation, ceil_mode=ceil_mode)
+
+    compiled = ember.compile(fn)
+    with torch.no_grad():
+        torch.testing.assert_close(compiled(x), fn(x), equal_nan=True)
+    report = assert_compiled(compiled)
+    assert "aten.max_pool2d_with_indices.default" not in report.torch_call_ops(), report.text()
+
+
+def test_max_pool_in_training_keeps_its_indices_for_the_backward():
+    x = torch.randn(2, 3, 8, 8, requires_grad=True)
+    x_eager = x.detach().clone().requires_grad_()
+
+    def fn(x):
+        return (F.max_pool2d(x, 3, 2, 1) * 2).sum()
+
+    ember.compile(fn)(x).backward()
+    fn(x_eager).backward()
+    torch.testing.assert_close(x.grad, x_eager.grad)

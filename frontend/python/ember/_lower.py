@@ -422,6 +422,18 @@ def _avg_pool(cx, x, kernel_size, stride=(), padding=(0, 0), ceil_mode=False, co
                                      "count_include_pad": count_include_pad})
 
 
+@lowering("aten.max_pool2d_with_indices.default")
+def _max_pool_with_indices(cx, x, kernel_size, stride=(), padding=0, dilation=1, ceil_mode=False):
+    """Inference max-pool: ember's max_pool2d when nothing reads the indices (only the backward
+    of training needs them; then the node stays a torch call)."""
+    if 1 not in cx.unused_outputs():
+        raise Unsupported("max_pool2d whose indices are used")
+    out = cx.op("max_pool2d", [x], {"kernel": _pair(kernel_size), "stride": _pair(stride) if stride else [],
+                                    "padding": _pair(padding), "dilation": _pair(dilation),
+                                    "ceil_mode": bool(ceil_mode)})
+    return [out, cx.full(out.shape, 0, "i64")]  # the unused indices: dead code once translated
+
+
 @lowering("aten._adaptive_avg_pool2d.default")
 def _adaptive_avg_pool(cx, x, output_size):
     return cx.op("adaptive_avg_pool2d", [x], {"output_size": _pair(output_size)})
