@@ -165,3 +165,22 @@ def test_storage_dependent_ops_leave_the_graph_to_pytorch():
     with pytest.warns(RuntimeWarning, match="storage"):
         out = compiled(base[1:])
     assert torch.equal(out, fn(base[1:]))
+
+
+def test_cat_skips_legacy_empty_tensors_and_returns_fresh_memory():
+    """PyTorch's cat skips 1-D empty tensors beside others (a key-value cache starts so); a cat
+    left with one tensor is still a new tensor, never the input itself."""
+    def fn(empty, x, v):
+        return torch.cat([empty, x], dim=-2), torch.cat([x, empty, x], dim=1) * 2, torch.cat([empty, v])
+
+    empty, x, v = torch.tensor([]), torch.randn(1, 4, 5, 8), torch.randn(3)
+    compiled = ember.compile(fn)
+    got = compiled(empty, x, v)
+    for g, w in zip(got, fn(empty, x, v)):
+        assert torch.equal(g, w)
+    assert got[0].data_ptr() != x.data_ptr() and got[2].data_ptr() != v.data_ptr()
+    x_before = x.clone()
+    got[0].add_(1)
+    assert torch.equal(x, x_before)
+    report = assert_compiled(compiled)
+    assert "aten.cat.default" not in report.torch_call_ops(), report.text()

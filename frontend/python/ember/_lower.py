@@ -324,6 +324,13 @@ def _select(cx, x, dim, index):
 
 @lowering("aten.cat.default")
 def _cat(cx, tensors, dim=0):
+    # PyTorch skips legacy empty tensors (1-D, no elements) beside tensors of other ranks, as a
+    # key-value cache starts out (transformers' DynamicCache).
+    kept = [t for t in tensors if not (len(t.shape) == 1 and t.shape[0] == 0)]
+    if kept and any(len(t.shape) != 1 for t in kept):
+        tensors = kept
+    if len(tensors) == 1:
+        return cx.copy(tensors[0])
     return cx.op("concat", list(tensors), {"axis": dim})
 
 
