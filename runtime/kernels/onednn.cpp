@@ -21,21 +21,27 @@ dnnl::engine& cpu_engine() {
 }
 
 // Primitives by geometry, made on first use. A geometry oneDNN cannot run is remembered as null.
+// Dynamic sizes make a geometry per size: past kMaxPlans the cache starts over (a plan in use
+// stays alive through its shared pointer).
+constexpr size_t kMaxPlans = 256;
+
 template <class Plan>
-const Plan* cached(const std::vector<int64_t>& key, std::unique_ptr<Plan> (*make)(const std::vector<int64_t>&)) {
+std::shared_ptr<const Plan> cached(const std::vector<int64_t>& key,
+                                   std::unique_ptr<Plan> (*make)(const std::vector<int64_t>&)) {
   static std::mutex mu;
-  static std::map<std::vector<int64_t>, std::unique_ptr<Plan>> plans;
+  static std::map<std::vector<int64_t>, std::shared_ptr<const Plan>> plans;
   std::lock_guard<std::mutex> lock(mu);
   auto it = plans.find(key);
   if (it == plans.end()) {
-    std::unique_ptr<Plan> plan;
+    std::shared_ptr<const Plan> plan;
     try {
       plan = make(key);
     } catch (const dnnl::error&) {
     }
+    if (plans.size() >= kMaxPlans) plans.clear();
     it = plans.emplace(key, std::move(plan)).first;
   }
-  return it->second.get();
+  return it->second;
 }
 
 std::vector<int64_t> conv_key(const OnednnConv& c, bool bias) {
@@ -150,7 +156,7 @@ dnnl::stream& thread_stream() {
 bool onednn_gemm(const float* a, const float* b, float* c, int64_t m, int64_t n, int64_t k, bool trans_b,
                  float beta) {
   if (beta != 0.0f && beta != 1.0f) return false;
-  const GemmPlan* plan = cached({m, n, k, trans_b, beta != 0.0f}, make_gemm);
+  std::shared_ptr<const GemmPlan> plan = cached({m, n, k, trans_b, beta != 0.0f}, make_gemm);
   if (!plan) return false;
   std::vector<char> scratchpad(plan->scratchpad.get_size());
   dnnl::engine& e = cpu_engine();
@@ -163,7 +169,7 @@ bool onednn_gemm(const float* a, const float* b, float* c, int64_t m, int64_t n,
 }
 
 bool onednn_conv2d(const OnednnConv& c, const float* x, const float* w, const float* bias, float* y) {
-  const ConvPlan* plan = cached(conv_key(c, bias != nullptr), make_conv);
+  std::shared_ptr<const ConvPlan> plan = cached(conv_key(c, bias != nullptr), make_conv);
   if (!plan) return false;
   dnnl::stream& stream = thread_stream();
   thread_local std::vector<float> src_buf, weight_buf, dst_buf;
