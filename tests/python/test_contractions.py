@@ -177,3 +177,38 @@ def test_more_sizes_than_the_library_keeps_primitives_for():
     # Dynamo's own graphs: size 1 specialised, and sizes equal to another dim (3, 4) duck-sized;
     # never one per size.
     assert report_of(compiled).graph_count <= 3
+
+
+def test_library_calls_from_16_threads_at_once():
+    """Convolution, GEMM and attention from 16 threads with changing batch sizes: the shared
+    primitive caches, per-call scratchpads and per-thread streams keep each call its own."""
+    import threading
+
+    w = torch.randn(8, 3, 3, 3)
+
+    def fn(x, y):
+        z = y[None, :, :16]
+        return (F.conv2d(x, w, padding=1).relu(), x.flatten(1) @ y,
+                F.scaled_dot_product_attention(z, z, z, is_causal=True))
+
+    compiled = ember.compile(fn, dynamic=True)
+    compiled(torch.randn(2, 3, 8, 8), torch.randn(192, 130))  # compile once, before the threads
+    errors = []
+
+    def work(seed):
+        g = torch.Generator().manual_seed(seed)
+        try:
+            for i in range(10):
+                x = torch.randn(1 + (seed + i) % 5, 3, 8, 8, generator=g)
+                y = torch.randn(192, 130, generator=g)
+                for got, want in zip(compiled(x, y), fn(x, y)):
+                    torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
+        except Exception as e:  # noqa: BLE001 (reported below)
+            errors.append(repr(e))
+
+    threads = [threading.Thread(target=work, args=(s,)) for s in range(16)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors[:3]
