@@ -105,25 +105,6 @@ Array linear(const Call& call) {
 
 std::vector<int64_t> ints(const Call& call, const char* name) { return attr_ints(call.attrs, name); }
 
-// The geometry of one conv2d call, NCHW with OIHW weights.
-struct ConvShape {
-  int64_t N, C, H, W, O, Cg, KH, KW, OH, OW, groups, Og;
-  std::vector<int64_t> stride, pad, dil;
-  int64_t K() const { return Cg * KH * KW; }  // the GEMM's inner dim
-  int64_t P() const { return OH * OW; }       // output pixels per plane
-  bool pointwise() const {
-    return KH == 1 && KW == 1 && stride[0] == 1 && stride[1] == 1 && pad[0] == 0 && pad[1] == 0;
-  }
-  bool depthwise() const { return Cg == 1 && groups > 1; }
-  // Output columns [lo, hi) whose input column ow * stride - pad + kw * dil lies inside [0, W).
-  std::pair<int64_t, int64_t> valid_columns(int64_t kw) const {
-    int64_t shift = kw * dil[1] - pad[1], lo = 0, hi = OW;
-    while (lo < OW && lo * stride[1] + shift < 0) ++lo;
-    while (hi > lo && (hi - 1) * stride[1] + shift >= W) --hi;
-    return {lo, hi};
-  }
-};
-
 ConvShape conv_shape(const Call& call) {
   const auto& x = call.inputs[0].shape();
   const auto& w = call.inputs[1].shape();
@@ -250,8 +231,7 @@ Array conv2d_typed(const Call& call) {
   const T *xp = x.data_as<T>(), *wp = w.data_as<T>(), *bp = b.defined() ? b.data_as<T>() : nullptr;
   T* yp = result.data_as<T>();
   if constexpr (std::is_same_v<T, float>) {
-    OnednnConv oc{cs.N, cs.C, cs.H, cs.W, cs.O, cs.KH, cs.KW, cs.OH, cs.OW, cs.groups, cs.stride, cs.pad, cs.dil};
-    if (cs.N * cs.O * cs.P() > 0 && onednn_conv2d(oc, xp, wp, bp, yp)) return deliver(call, result);
+    if (cs.N * cs.O * cs.P() > 0 && onednn_conv2d(cs, xp, wp, bp, yp)) return deliver(call, result);
   }
   if (cs.depthwise()) {
     conv_depthwise(cs, xp, wp, bp, yp);

@@ -44,14 +44,15 @@ std::shared_ptr<const Plan> cached(const std::vector<int64_t>& key,
   return it->second;
 }
 
-std::vector<int64_t> conv_key(const OnednnConv& c, bool bias) {
+std::vector<int64_t> conv_key(const ConvShape& c, bool bias) {
   std::vector<int64_t> k{c.N, c.C, c.H, c.W, c.O, c.KH, c.KW, c.OH, c.OW, c.groups, bias};
   for (const auto* v : {&c.stride, &c.pad, &c.dil}) k.insert(k.end(), v->begin(), v->end());
   return k;
 }
 
-OnednnConv conv_of_key(const std::vector<int64_t>& k) {
-  return {k[0], k[1], k[2], k[3], k[4], k[5], k[6], k[7], k[8], k[9], {k[11], k[12]}, {k[13], k[14]}, {k[15], k[16]}};
+ConvShape conv_of_key(const std::vector<int64_t>& k) {
+  return {k[0], k[1], k[2], k[3], k[4], k[1] / k[9], k[5], k[6], k[7], k[8], k[9], k[4] / k[9],
+          {k[11], k[12]}, {k[13], k[14]}, {k[15], k[16]}};
 }
 
 // An operand of a convolution in ember's layout (NCHW, OIHW) and in the blocked layout the
@@ -77,14 +78,14 @@ Layout layout(const memory::desc& user, const memory::desc& blocked) {
   return l;
 }
 
-memory::dims weight_dims(const OnednnConv& c) {
+memory::dims weight_dims(const ConvShape& c) {
   if (c.groups == 1) return {c.O, c.C, c.KH, c.KW};
   return {c.groups, c.O / c.groups, c.C / c.groups, c.KH, c.KW};
 }
 
 std::unique_ptr<ConvPlan> make_conv(const std::vector<int64_t>& key) {
   using dt = memory::data_type;
-  const OnednnConv c = conv_of_key(key);
+  const ConvShape c = conv_of_key(key);
   const bool bias = key[10] != 0;
   auto plan = std::make_unique<ConvPlan>();
   memory::dims src{c.N, c.C, c.H, c.W}, dst{c.N, c.O, c.OH, c.OW}, wts = weight_dims(c);
@@ -168,7 +169,7 @@ bool onednn_gemm(const float* a, const float* b, float* c, int64_t m, int64_t n,
   return true;
 }
 
-bool onednn_conv2d(const OnednnConv& c, const float* x, const float* w, const float* bias, float* y) {
+bool onednn_conv2d(const ConvShape& c, const float* x, const float* w, const float* bias, float* y) {
   std::shared_ptr<const ConvPlan> plan = cached(conv_key(c, bias != nullptr), make_conv);
   if (!plan) return false;
   dnnl::stream& stream = thread_stream();

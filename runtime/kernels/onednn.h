@@ -6,21 +6,17 @@
 #pragma once
 
 #include <cstdint>
-#include <vector>
+
+#include "runtime/kernels/conv_shape.h"
 
 namespace ember::kernels {
 
-struct OnednnConv {
-  int64_t N, C, H, W, O, KH, KW, OH, OW, groups;
-  std::vector<int64_t> stride, pad, dil;
-};
-
-// y[N, O, OH, OW] = conv(x[N, C, H, W], w[O, C / groups, KH, KW]) + bias (when not null); all
-// contiguous float32. Returns false (and writes nothing) when oneDNN has no kernel for it.
 // C[m, n] = A[m, k] @ B (B is [k, n], or [n, k] read transposed when trans_b) + beta * C; all
 // contiguous float32. Returns false (and writes nothing) when oneDNN has no kernel for it.
 bool onednn_gemm(const float* a, const float* b, float* c, int64_t m, int64_t n, int64_t k, bool trans_b, float beta);
 
-bool onednn_conv2d(const OnednnConv& cs, const float* x, const float* w, const float* bias, float* y);
+// y[N, O, OH, OW] = conv(x[N, C, H, W], w[O, C / groups, KH, KW]) + bias (when not null); all
+// contiguous float32. Returns false (and writes nothing) when oneDNN has no kernel for it.
+bool onednn_conv2d(const ConvShape& cs, const float* x, const float* w, const float* bias, float* y);
 
 }  // namespace ember::kernels

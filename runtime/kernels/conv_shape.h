@@ -1,0 +1,29 @@
+// The geometry of one conv2d call, shared by ember's convolution paths and oneDNN's.
+#pragma once
+
+#include <cstdint>
+#include <utility>
+#include <vector>
+
+namespace ember::kernels {
+
+// NCHW input, OIHW weights, NCHW output.
+struct ConvShape {
+  int64_t N, C, H, W, O, Cg, KH, KW, OH, OW, groups, Og;
+  std::vector<int64_t> stride, pad, dil;
+  int64_t K() const { return Cg * KH * KW; }  // the GEMM's inner dim
+  int64_t P() const { return OH * OW; }       // output pixels per plane
+  bool pointwise() const {
+    return KH == 1 && KW == 1 && stride[0] == 1 && stride[1] == 1 && pad[0] == 0 && pad[1] == 0;
+  }
+  bool depthwise() const { return Cg == 1 && groups > 1; }
+  // Output columns [lo, hi) whose input column ow * stride - pad + kw * dil lies inside [0, W).
+  std::pair<int64_t, int64_t> valid_columns(int64_t kw) const {
+    int64_t shift = kw * dil[1] - pad[1], lo = 0, hi = OW;
+    while (lo < OW && lo * stride[1] + shift < 0) ++lo;
+    while (hi > lo && (hi - 1) * stride[1] + shift >= W) --hi;
+    return {lo, hi};
+  }
+};
+
+}  // namespace ember::kernels
