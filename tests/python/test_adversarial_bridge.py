@@ -123,8 +123,6 @@ def test_diagonal_view_mutated_after_graph_break_updates_base():
     assert_same(actual, expected)
 
 
-@pytest.mark.xfail(reason="clone lowers to its input; the output and its view then each share the input and "
-                          "each gets its own copy, so the view no longer aliases the base", strict=True)
 def test_clone_then_view_mutated_after_graph_break_updates_base():
     def fn(x):
         y = x.clone()
@@ -135,6 +133,22 @@ def test_clone_then_view_mutated_after_graph_break_updates_base():
 
     expected, actual, _ = run_both(fn, torch.randn(3, 3))
     assert_same(actual, expected)
+
+
+def test_clone_with_two_views_and_a_second_clone_keep_eager_aliasing():
+    def fn(x):
+        y = x.clone()
+        z = x.clone()
+        a, b = y[1:, 1], y.t()[2]
+        torch._dynamo.graph_break()
+        a.mul_(10)
+        b.add_(1)
+        z.zero_()
+        return y, a, b, z, x
+
+    expected, actual, _ = run_both(fn, torch.randn(4, 3))
+    for e, a in zip(expected, actual):
+        assert_same(a, e)
 
 
 def test_compiled_module_follows_original_eval():
@@ -160,8 +174,6 @@ def test_pow_minus_half_of_negative_infinity():
     assert_same(actual, expected)
 
 
-@pytest.mark.xfail(reason="std squares in float32 and overflows to inf for |x| ~ 1e20; eager returns the "
-                          "finite standard deviation", strict=True)
 def test_std_of_large_values_is_finite():
     expected, actual, _ = run_both(lambda a: a.std(), torch.tensor([3e19, -3e19]))
     assert_same(actual, expected)
@@ -228,14 +240,42 @@ def test_squeeze_of_zero_dim_tensor():
     no_fallback(compiled)
 
 
-@pytest.mark.xfail(reason="a SymFloat (size / 2) is an operator.truediv node the translation refuses; the "
-                          "graph falls back", strict=True)
-def test_dynamic_size_as_float_scale():
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)
-        expected, actual, compiled = run_both(lambda x: x * (x.shape[0] / 2), torch.randn(4, 3), dynamic=True)
-    assert_same(actual, expected)
+@pytest.mark.parametrize("fn", [
+    lambda x: x * (x.shape[0] / 2),
+    lambda x: x * x.shape[0],
+    lambda x: x.half() * (x.shape[0] / 3),
+    lambda x: x.long() + (x.shape[0] * x.shape[1] - 1),
+    lambda x: x / x.shape[0] ** 0.5,
+    lambda x: x + torch.scalar_tensor(x.shape[0] // 3),
+], ids=["float_scale", "int_scale", "half_by_float", "int_polynomial", "sqrt", "scalar_tensor"])
+def test_dynamic_size_as_value(fn):
+    compiled = ember.compile(fn, dynamic=True, options={"strict": True})
+    for n in (4, 5, 9):
+        x = torch.randn(n, 3)
+        assert_same(compiled(x), fn(x))
     no_fallback(compiled)
+    assert not report_of(compiled).torch_call_ops()
+
+
+def test_dynamic_float_size_as_output():
+    fn = lambda x: (x + 1, x.shape[0] / 4)  # noqa: E731
+    compiled = ember.compile(fn, dynamic=True, options={"strict": True})
+    for n in (4, 6):
+        x = torch.randn(n, 3)
+        (a, size), (e, expected_size) = compiled(x), fn(x)
+        assert_same(a, e)
+        assert size == expected_size
+
+
+def test_dynamic_size_as_value_in_training():
+    w = torch.randn(3, requires_grad=True)
+    fn = lambda x: (x * w * (x.shape[0] / 2)).sum()  # noqa: E731
+    compiled = ember.compile(fn, dynamic=True, options={"strict": True})
+    for n in (4, 6):
+        x = torch.randn(n, 3)
+        (g,) = torch.autograd.grad(compiled(x), w)
+        (e,) = torch.autograd.grad(fn(x), w)
+        assert_same(g, e)
 
 
 def test_argmax_is_lowered():

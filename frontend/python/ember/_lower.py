@@ -6,9 +6,10 @@ ember Value, or a list of them for an op with several outputs. It raises Unsuppo
 ValueError/TypeError) for a case it does not cover; the node then runs on PyTorch as a torch call
 inside the compiled graph (see _translate.py), so a missing case costs speed, never correctness.
 """
+import sympy
 import torch
 
-from ._symbols import Unsupported
+from ._symbols import FloatSize, Unsupported
 
 LOWERINGS = {}
 
@@ -22,6 +23,10 @@ def ember_dtype(dtype):
     if dtype not in _DTYPES:
         raise Unsupported(f"dtype {dtype}")
     return _DTYPES[dtype]
+
+
+def torch_dtype_of(dtype):
+    return next(t for t, e in _DTYPES.items() if e == dtype)
 
 
 def lowering(*names):
@@ -50,6 +55,10 @@ def _scalar_dtype(value, other):
 def operand(cx, x, other=None):
     if _is_value(x):
         return x
+    if isinstance(x, sympy.Expr):  # a SymInt: the size's value, an int as PyTorch wraps it
+        return cx.size_input(x, "i64")
+    if isinstance(x, FloatSize):  # a SymFloat
+        return cx.size_input(x, _scalar_dtype(1.0, other))
     if isinstance(x, (bool, int, float)):
         dtype = _scalar_dtype(x, other)
         if dtype == "i64":
@@ -244,6 +253,11 @@ def _to_copy(cx, x, dtype=None, layout=None, device=None, pin_memory=None, non_b
         raise Unsupported("a copy to another device")
     if dtype is None:
         return cx.copy(x)
+    return cx.op("cast", [x], {"dtype": ember_dtype(dtype)})
+
+
+@lowering("prims.convert_element_type.default")
+def _convert_element_type(cx, x, dtype):
     return cx.op("cast", [x], {"dtype": ember_dtype(dtype)})
 
 
@@ -489,8 +503,10 @@ def _full(cx, size, fill_value, dtype=None, layout=None, device=None, pin_memory
 
 @lowering("aten.scalar_tensor.default")
 def _scalar_tensor(cx, value, dtype=None, layout=None, device=None, pin_memory=None):
+    if isinstance(value, (sympy.Expr, FloatSize)):  # a size's value, made at each call
+        return cx.size_input(value, ember_dtype(dtype) if dtype is not None else "f32")
     if not isinstance(value, (bool, int, float)):
-        raise Unsupported("a scalar that is a size")
+        raise Unsupported(f"a scalar of type {type(value).__name__}")
     if isinstance(value, int) and not isinstance(value, bool) and abs(value) > 2 ** 53:
         raise Unsupported("an integer beyond 2**53")
     return cx.full([], float(value), ember_dtype(dtype) if dtype is not None else "f32")

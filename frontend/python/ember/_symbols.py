@@ -4,6 +4,8 @@ An ember dim is an integer polynomial over symbols named s0, s1, ... by their id
 graph. Each Dynamo symbol gets an id the first time it is seen, and the graph records where its
 value comes from at run time: a dim of a tensor input, or an int input.
 """
+import math
+
 import sympy
 import torch
 
@@ -15,6 +17,20 @@ class Unsupported(Exception):
 class NonPolynomialSize(Unsupported):
     """A size that is not a polynomial of the input sizes (floor division, as strided windows
     give): ember dims cannot hold it, so the graph is compiled per set of sizes instead."""
+
+
+class FloatSize:
+    """A SymFloat's value (size / 2): a sympy expression of the symbols, or the graph argument
+    that holds it (a backward graph's input)."""
+
+    def __init__(self, expr=None, arg=None):
+        self.expr, self.arg = expr, arg
+
+    def __eq__(self, other):
+        return isinstance(other, FloatSize) and (self.expr, self.arg) == (other.expr, other.arg)
+
+    def __hash__(self):
+        return hash((self.expr, self.arg))
 
 
 class Symbols:
@@ -60,6 +76,28 @@ class Symbols:
         missing = [str(s) for s, i in self.ids.items() if i not in self.sources]
         if missing:
             raise Unsupported(f"symbols {missing} are not the size of any input")
+
+    def value_function(self, expr):
+        """A function of a call's symbol values (see values()) that gives expr's value, an int
+        or a float (a SymFloat's expression: size / 2)."""
+        expr = sympy.sympify(expr)
+        if self.fixed is not None:
+            value = expr.xreplace(self.fixed)
+            if value.free_symbols:
+                raise Unsupported(f"size {expr} depends on symbols no input size gives")
+            value = int(value) if value.is_Integer else float(value)
+            return lambda values: value
+        symbols = sorted(expr.free_symbols, key=str)
+        ids = [self._id(s) for s in symbols]
+        try:  # as Python code: PyTorch's printer knows its own functions (FloorDiv, IntTrueDiv)
+            from torch.utils._sympy.printers import PythonPrinter
+            code = f"lambda {', '.join(map(str, symbols))}: {PythonPrinter().doprint(expr)}"
+            fn = eval(code, {"math": math})  # noqa: S307 (text printed from a sympy expression)
+        except Exception:  # noqa: BLE001 (an expression the printer does not know: slower, exact)
+            def fn(*args):
+                value = expr.xreplace(dict(zip(symbols, args)))
+                return int(value) if value.is_Integer else float(value)
+        return lambda values: fn(*[values[i] for i in ids])
 
     def values(self, args):
         """This call's value of every symbol, from its arguments."""

@@ -14,8 +14,8 @@ import sympy
 import torch
 
 from . import _C, _torch_calls
-from ._lower import LOWERINGS, ember_dtype
-from ._symbols import NonPolynomialSize, Symbols, Unsupported, input_size_symbols
+from ._lower import LOWERINGS, ember_dtype, torch_dtype_of
+from ._symbols import FloatSize, NonPolynomialSize, Symbols, Unsupported, input_size_symbols
 
 
 # Ops whose result depends on the input's storage (offset and memory beyond its own elements),
@@ -34,9 +34,10 @@ from_dlpack = getattr(torch._C, "_from_dlpack", None) or torch.from_dlpack
 class Context:
     """What a lowering works with: the graph, sizes as dims, and the node being lowered."""
 
-    def __init__(self, graph, symbols):
+    def __init__(self, graph, symbols, size_input):
         self.graph = graph
         self.symbols = symbols
+        self.size_input = size_input  # (sympy expression, ember dtype) -> a 0-d input of its value
         self.target_name = ""
         self.node = None  # the FX node being lowered
 
@@ -69,6 +70,10 @@ class Context:
         return x
 
 
+_ARG, _CONST, _SIZE = range(3)
+_SOURCE_KINDS = {"arg": _ARG, "const": _CONST, "size": _SIZE}
+
+
 def _meta_types(val):
     """The (dtype, shape) of each tensor in a node's meta value, None for other entries."""
     vals = val if isinstance(val, (list, tuple)) else [val]
@@ -91,13 +96,14 @@ class CompiledFx:
         self.graph = _C.Graph()
         self.symbols = Symbols(self.graph, fixed_sizes)
         self.env = {}
-        self.inputs = []          # per ember input: ("arg", index) or ("const", tensor)
+        self.inputs = []          # per ember input: ("arg", index), ("const", tensor) or ("size", fn)
+        self.size_inputs = {}     # (sympy expression, ember dtype) -> its 0-d ember input
         self.torch_calls = []     # ids of this graph's torch calls
         self.torch_call_ops = {}  # ATen op -> count
         self.lowered_ops = {}
         self.torch_call_views = set()  # FX nodes of view ops that run as torch calls (copies)
         self.outputs = None       # per FX output: ("ember", k) / ("size", expr) / ("value", v)
-        cx = Context(self.graph, self.symbols)
+        cx = Context(self.graph, self.symbols, self._size_input)
         try:
             for node in gm.graph.nodes:
                 self._translate(gm, node, cx)
@@ -109,7 +115,7 @@ class CompiledFx:
         weakref.finalize(self, _torch_calls.release, list(self.torch_calls))
         self.translate_ms = (time.perf_counter() - start) * 1e3
         self.view_roots = _view_roots(gm)  # per ember output
-        self.input_sources = [(kind == "arg", src) for kind, src in self.inputs]
+        self.input_sources = [(_SOURCE_KINDS[kind], src) for kind, src in self.inputs]
         self.outputs_are_tensors = [o for o in self.outputs] == [("ember", k) for k in range(len(self.outputs))]
 
     # --- translation -------------------------------------------------------------------------
@@ -140,6 +146,8 @@ class CompiledFx:
         elif isinstance(val, torch.SymInt):
             self.symbols.bind(val, ("int", index))
             self.env[node] = val.node.expr
+        elif isinstance(val, torch.SymFloat):  # a float of sizes saved for the backward
+            self.env[node] = FloatSize(arg=index)
         elif val is None or isinstance(val, (int, float, bool)):
             self.env[node] = ("runtime", index)  # a plain value: read from the call
         else:
@@ -152,6 +160,22 @@ class CompiledFx:
             raise Unsupported("tensors that are not dense and strided")
         self.inputs.append(source)
         return self.graph.input(ember_dtype(tensor.dtype), self.symbols.shape(tensor.shape))
+
+    def _size_input(self, size, dtype):
+        """A size's value (a sympy expression, or a FloatSize) as a 0-d tensor input, made at
+        each call from the symbols' values or from the argument that holds it."""
+        key = (size, dtype)
+        if key not in self.size_inputs:
+            torch_dtype = torch_dtype_of(dtype)
+            if isinstance(size, FloatSize) and size.arg is not None:
+                arg = size.arg
+                make = lambda args, values: torch.tensor(args[arg], dtype=torch_dtype)  # noqa: E731
+            else:
+                value_of = self.symbols.value_function(getattr(size, "expr", size))
+                make = lambda args, values: torch.tensor(value_of(values), dtype=torch_dtype)  # noqa: E731
+            self.inputs.append(("size", make))
+            self.size_inputs[key] = self.graph.input(dtype, [])
+        return self.size_inputs[key]
 
     def _arg(self, a):
         if isinstance(a, torch.fx.Node):
@@ -172,6 +196,8 @@ class CompiledFx:
             return self.env[node.args[0]][node.args[1]]
         if _is_size(val):  # a size computation: known as an expression of the symbols
             return val.node.expr if isinstance(val, torch.SymInt) else val
+        if isinstance(val, (torch.SymFloat, float)) and not isinstance(target, torch._ops.OpOverload):
+            return FloatSize(val.node.expr) if isinstance(val, torch.SymFloat) else val
         if not isinstance(target, torch._ops.OpOverload):
             raise Unsupported(f"call of {target}")
         name = str(target)
@@ -213,6 +239,8 @@ class CompiledFx:
                     raise Unsupported("a torch call on a plain input value")
                 if v is None:
                     return None
+                if isinstance(v, FloatSize):
+                    raise Unsupported("a torch call with a SymFloat argument")
                 tensors.append(v)
                 layouts.append(_eager_strides(a))
                 return _torch_calls.TensorArg(len(tensors) - 1)
@@ -262,6 +290,10 @@ class CompiledFx:
                 self.outputs.append(("value", v))
             elif isinstance(v, (sympy.Expr, int)):
                 self.outputs.append(("size", v))
+            elif isinstance(v, FloatSize) and v.arg is not None:
+                self.outputs.append(("runtime", v.arg))
+            elif isinstance(v, FloatSize):
+                self.outputs.append(("float size", self.symbols.value_function(v.expr)))
             elif isinstance(v, tuple) and len(v) == 2 and v[0] == "runtime":
                 self.outputs.append(("runtime", v[1]))
             else:
@@ -281,18 +313,19 @@ class CompiledFx:
 
     def __call__(self, args):
         values = self.symbols.values(args) if self.symbols.sources else []
-        inputs = [to_dlpack(args[src] if is_arg else src) for is_arg, src in self.input_sources]
+        inputs = [to_dlpack(args[src] if kind == _ARG else src if kind == _CONST else src(args, values))
+                  for kind, src in self.input_sources]
         if self.torch_calls:
             with _torch_calls.symbol_values(values):
                 capsules, shares = self.compiled.run(inputs, values)
         else:
             capsules, shares = self.compiled.run(inputs, values)
         tensors = [from_dlpack(c) for c in capsules]
-        for k, share in enumerate(shares):
-            # Shared memory where eager's results do not share it: a copy, as PyTorch may
-            # mutate one of them (a clone of an input, two equal values that CSE merged).
-            if share != -1 and not self._may_share(k, share):
-                tensors[k] = tensors[k].clone()
+        # Shared memory where eager's results do not share it: a copy, as PyTorch may mutate one
+        # of them (a clone of an input, two equal values that CSE merged).
+        unshare = [k for k, share in enumerate(shares) if share != -1 and not self._may_share(k, share)]
+        if unshare:
+            _copy_keeping_views(tensors, unshare, self.view_roots)
         if self.outputs_are_tensors:  # the common case: the graph's outputs are its tensors, in order
             return tensors
         out = []
@@ -301,6 +334,8 @@ class CompiledFx:
                 out.append(tensors[v])
             elif kind == "size":
                 out.append(self.symbols.evaluate(v, values))
+            elif kind == "float size":
+                out.append(v(values))
             elif kind == "runtime":
                 out.append(args[v])
             else:
@@ -385,6 +420,37 @@ def _through_views(node):
         node = node.args[0]
         chain.add(node)
     return chain
+
+
+def _copy_keeping_views(tensors, indices, view_roots):
+    """Replaces tensors[k] for k in `indices` by copies. Those that are views of one value in
+    eager (a clone and a slice of it) are copied together, into one buffer that spans their
+    memory, so that a later in-place op on one still shows in the others. (Each tensor from
+    DLPack has its own storage that starts at its data: only their addresses relate them.)"""
+    groups = {}
+    for k in indices:
+        if tensors[k].numel() == 0:  # its address means nothing
+            tensors[k] = tensors[k].clone()
+        else:
+            groups.setdefault(view_roots[k], []).append(k)
+    for group in groups.values():
+        if len(group) == 1:
+            tensors[group[0]] = tensors[group[0]].clone()
+            continue
+        spans = [_address_span(tensors[k]) for k in group]
+        # Aligned to 16 bytes, so that every member's offset is a whole number of its elements.
+        low = min(lo for lo, _ in spans) // 16 * 16
+        buffer = torch.empty(max(hi for _, hi in spans) - low, dtype=torch.uint8).untyped_storage()
+        for k in group:
+            t = tensors[k]
+            offset = (t.data_ptr() - low) // t.element_size()
+            tensors[k] = torch.empty(0, dtype=t.dtype).set_(buffer, offset, t.shape, t.stride()).copy_(t)
+
+
+def _address_span(t):
+    """The addresses non-empty tensor t can reach: [first, past the last)."""
+    last = sum((size - 1) * stride for size, stride in zip(t.shape, t.stride()))
+    return t.data_ptr(), t.data_ptr() + (last + 1) * t.element_size()
 
 
 def _view_roots(gm):

@@ -54,7 +54,9 @@ def make_backend(mode="default", options=None, report=None):
 # Kept whole: PyTorch's decomposition of the fused CPU attention computes a logsumexp that its
 # backward kernel (which the joint graph still calls) does not expect, and GPT-2's gradients came
 # out wrong by as much as their size (the same happens with aot_eager and these decompositions).
-_KEEP_WHOLE = ("aten._scaled_dot_product_flash_attention_for_cpu",)
+# std is decomposed into sqrt(var) in the input's dtype, which overflows float32 where eager's
+# std (accumulated in double, rounded once) is finite: ember's std is computed as eager's.
+_KEEP_WHOLE = ("aten._scaled_dot_product_flash_attention_for_cpu", "aten.std.correction")
 
 
 @functools.cache
