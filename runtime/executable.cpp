@@ -19,7 +19,11 @@ bool may_alias_input(const Node* n) { return n->info().is_view() || n->op == Op:
 
 constexpr int kToEnd = std::numeric_limits<int>::max();
 
+thread_local int64_t bindings = 0;
+
 }  // namespace
+
+int64_t plan_bindings() { return bindings; }
 
 Executable::Executable(std::unique_ptr<Graph> graph, std::vector<FusedStep> fused, bool static_buffers)
     : graph_(std::move(graph)), static_buffers_(static_buffers) {
@@ -122,22 +126,67 @@ void Executable::plan_buffers() {
     if (slots_[s].home == Home::Buffer) end[s] = std::max(end[s], until);
     if (root[s] >= 0) end[root[s]] = std::max(end[root[s]], until);
   }
+  // Outputs, and buffers that outputs view, stay with the caller: they only reuse a buffer whose
+  // every value had their size, so that the caller never holds more memory than eager would.
+  std::vector<bool> output_home(n, false);
+  for (int s : outputs_) {
+    int home = slots_[s].home == Home::Buffer ? s : root[s];
+    if (home >= 0) output_home[home] = true;
+  }
+  auto same_size = [&](int a, int b) {
+    const TensorType &x = slots_[a].value.type(), &y = slots_[b].value.type();
+    return x.shape == y.shape && itemsize(x.dtype) == itemsize(y.dtype);
+  };
+  auto fits_output = [&](int s, int b) {
+    return !output_home[s] ||
+           std::all_of(buffer_slots_[b].begin(), buffer_slots_[b].end(), [&](int t) { return same_size(s, t); });
+  };
+  // An input of step i that output s may overwrite: a buffer of s's size that dies at step i,
+  // read once by the step and through no view.
+  std::vector<bool> taken_over(n, false);
+  auto overwritable_input = [&](size_t i, int s) {
+    const Step& step = steps_[i];
+    if (!step.kernel || !step.kernel->may_overwrite_inputs()) return -1;
+    for (int t : step.inputs) {
+      if (slots_[t].home != Home::Buffer || end[t] != static_cast<int>(i) || taken_over[t] || !same_size(s, t) ||
+          !fits_output(s, slots_[t].index))
+        continue;
+      bool alone = std::count(step.inputs.begin(), step.inputs.end(), t) == 1 &&
+                   std::none_of(step.inputs.begin(), step.inputs.end(), [&](int u) { return root[u] == t; });
+      if (alone) return t;
+    }
+    return -1;
+  };
   std::vector<int> free_buffers;
   std::vector<std::vector<int>> ending(steps_.size());  // buffer slots freed after each step
   for (size_t i = 0; i < steps_.size(); ++i) {
     for (int s : steps_[i].outputs) {
       if (slots_[s].home != Home::Buffer) continue;
-      if (free_buffers.empty()) {
-        free_buffers.push_back(static_cast<int>(buffer_slots_.size()));
-        buffer_slots_.emplace_back();
+      if (int t = overwritable_input(i, s); t >= 0) {  // in place
+        taken_over[t] = true;
+        slots_[s].index = slots_[t].index;
+        buffer_slots_[slots_[s].index].push_back(s);
+        if (end[s] != kToEnd) ending[std::max<int>(end[s], static_cast<int>(i))].push_back(s);
+        continue;
       }
-      slots_[s].index = free_buffers.back();
-      free_buffers.pop_back();
+      auto reusable = free_buffers.rbegin();  // the most recently freed buffer (warm in cache)
+      if (output_home[s]) reusable = std::find_if(free_buffers.rbegin(), free_buffers.rend(), [&](int b) { return fits_output(s, b); });
+      if (reusable == free_buffers.rend()) {
+        slots_[s].index = static_cast<int>(buffer_slots_.size());
+        buffer_slots_.emplace_back();
+      } else {
+        slots_[s].index = *reusable;
+        free_buffers.erase(std::next(reusable).base());
+      }
       buffer_slots_[slots_[s].index].push_back(s);
       if (end[s] != kToEnd) ending[std::max<int>(end[s], static_cast<int>(i))].push_back(s);
     }
-    for (int s : ending[i]) free_buffers.push_back(slots_[s].index);
+    for (int s : ending[i])
+      if (!taken_over[s]) free_buffers.push_back(slots_[s].index);
   }
+  holds_output_.assign(buffer_slots_.size(), false);
+  for (size_t s = 0; s < n; ++s)
+    if (output_home[s]) holds_output_[slots_[s].index] = true;
   // Drop each value's array after its last use, so memory of views and inputs goes early too.
   for (size_t i = 0; i < steps_.size(); ++i) {
     Step& step = steps_[i];
@@ -150,23 +199,13 @@ void Executable::plan_buffers() {
 }
 
 std::vector<Array> Executable::run(std::span<const Array> inputs, const SymbolValues& symbols,
-                                   int64_t* allocations) const {
+                                   int64_t* allocations, const OutputStorages& output_storages) const {
   EMBER_CHECK(inputs.size() == graph_->inputs().size(), "executable called with ", inputs.size(), " inputs, takes ",
               graph_->inputs().size());
   int64_t allocations_before = storage_allocations();
-  // Sizes once per call: each buffer holds, in turn, values of several types.
-  std::vector<std::vector<int64_t>> shapes(slots_.size());
-  std::vector<size_t> sizes(buffer_slots_.size(), 0);
-  for (size_t b = 0; b < buffer_slots_.size(); ++b) {
-    for (int s : buffer_slots_[b]) {
-      const TensorType& t = slots_[s].value.type();
-      shapes[s] = evaluate(t.shape, symbols);
-      sizes[b] = std::max(sizes[b], static_cast<size_t>(checked_numel(op_name(slots_[s].value.node->op), shapes[s])) *
-                                        itemsize(t.dtype));
-    }
-  }
-  Arena arena = take_arena(sizes);
-  std::vector<std::shared_ptr<Storage>>& buffers = arena.storages;
+  Binding binding = take_binding(symbols, output_storages);
+  const std::vector<std::vector<int64_t>>& shapes = binding.shapes;
+  const std::vector<std::shared_ptr<Storage>>& buffers = binding.storages;
   std::vector<Array> values(slots_.size());
   for (size_t s = 0; s < slots_.size(); ++s) {
     if (slots_[s].home == Home::Input) values[s] = inputs[slots_[s].index];
@@ -220,7 +259,7 @@ std::vector<Array> Executable::run(std::span<const Array> inputs, const SymbolVa
   outputs.reserve(outputs_.size());
   for (int s : outputs_) outputs.push_back(values[s]);
   values.clear();
-  give_back(std::move(arena));
+  give_back(std::move(binding));
   if (allocations) *allocations = storage_allocations() - allocations_before;
   return outputs;
 }
@@ -281,31 +320,63 @@ std::vector<std::string> Executable::interpreter_ops() const {
   return ops;
 }
 
-// A static plan keeps each shape's buffers from call to call: a buffer is reused when nothing
-// but the arena holds it any more (an output the caller still holds is not), so a steady-state
-// call allocates no buffer. Without one, every buffer is fresh.
-Executable::Arena Executable::take_arena(const std::vector<size_t>& sizes) const {
-  Arena arena;
+// A static plan keeps each shape's binding from call to call: its sizes are not evaluated again,
+// and a buffer is reused when nothing but the binding holds it any more (an output the caller
+// still holds is not), so a steady-state call allocates no buffer. Without one, every call binds
+// its sizes and every buffer is fresh.
+Executable::Binding Executable::take_binding(const SymbolValues& symbols, const OutputStorages& output_storages) const {
+  Binding binding;
   if (static_buffers_) {
-    std::lock_guard<std::mutex> lock(arena_mu_);
-    auto it = std::find_if(arenas_.begin(), arenas_.end(), [&](const Arena& a) { return a.sizes == sizes; });
-    if (it != arenas_.end()) {
-      arena = std::move(*it);
-      arenas_.erase(it);
+    std::lock_guard<std::mutex> lock(bindings_mu_);
+    auto it = std::find_if(bindings_.rbegin(), bindings_.rend(), [&](const Binding& b) { return b.symbols == symbols; });
+    if (it != bindings_.rend()) {
+      binding = std::move(*it);
+      bindings_.erase(std::next(it).base());
     }
   }
-  arena.sizes = sizes;
-  arena.storages.resize(sizes.size());
-  for (size_t b = 0; b < sizes.size(); ++b)
-    if (!arena.storages[b] || arena.storages[b].use_count() != 1) arena.storages[b] = std::make_shared<Storage>(sizes[b]);
-  return arena;
+  if (binding.storages.empty() && !buffer_slots_.empty()) {
+    ++bindings;
+    binding.symbols = symbols;
+    binding.shapes.resize(slots_.size());
+    binding.sizes.assign(buffer_slots_.size(), 0);
+    // Each buffer holds, in turn, values of several types.
+    for (size_t b = 0; b < buffer_slots_.size(); ++b) {
+      for (int s : buffer_slots_[b]) {
+        const TensorType& t = slots_[s].value.type();
+        binding.shapes[s] = evaluate(t.shape, symbols);
+        size_t n = static_cast<size_t>(checked_numel(op_name(slots_[s].value.node->op), binding.shapes[s]));
+        binding.sizes[b] = std::max(binding.sizes[b], n * itemsize(t.dtype));
+      }
+    }
+    binding.storages.resize(buffer_slots_.size());
+  }
+  const std::vector<size_t>& sizes = binding.sizes;
+  std::vector<size_t> wanted, wanted_sizes;  // output buffers to take from `output_storages`
+  for (size_t b = 0; b < sizes.size(); ++b) {
+    if (binding.storages[b] && binding.storages[b].use_count() == 1) continue;
+    if (output_storages && holds_output_[b] && sizes[b] > 0) {
+      wanted.push_back(b);
+      wanted_sizes.push_back(sizes[b]);
+    } else {
+      binding.storages[b] = std::make_shared<Storage>(sizes[b]);
+    }
+  }
+  if (!wanted.empty()) {
+    std::vector<std::shared_ptr<Storage>> given = output_storages(wanted_sizes);
+    EMBER_CHECK(given.size() == wanted.size(), "output_storages gave ", given.size(), " storages for ", wanted.size());
+    for (size_t k = 0; k < wanted.size(); ++k) {
+      EMBER_CHECK(given[k] && given[k]->nbytes >= wanted_sizes[k], "output_storages gave a storage too small");
+      binding.storages[wanted[k]] = std::move(given[k]);
+    }
+  }
+  return binding;
 }
 
-void Executable::give_back(Arena arena) const {
-  if (!static_buffers_) return;
-  std::lock_guard<std::mutex> lock(arena_mu_);
-  arenas_.push_back(std::move(arena));
-  if (arenas_.size() > kArenas) arenas_.erase(arenas_.begin());  // the least recently used shape
+void Executable::give_back(Binding binding) const {
+  if (!static_buffers_ || binding.storages.empty()) return;
+  std::lock_guard<std::mutex> lock(bindings_mu_);
+  bindings_.push_back(std::move(binding));
+  if (bindings_.size() > kBindings) bindings_.erase(bindings_.begin());  // the least recently used shape
 }
 
 }  // namespace ember

@@ -13,6 +13,7 @@
 // plug into.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <span>
@@ -32,6 +33,10 @@ class KernelStep {
   virtual ~KernelStep() = default;
   virtual void run(std::span<const Array> inputs, std::span<const Array> outputs) const = 0;
   virtual std::string name() const = 0;  // for the plan's text
+  // Whether an output may be written over the memory of an input of its shape and element size
+  // (one that dies here): true when the kernel reads each element of such an input only where
+  // it stores the same element of its outputs, and before it stores it (elementwise kernels).
+  virtual bool may_overwrite_inputs() const { return false; }
 };
 
 // A group of nodes that one KernelStep computes. The group must be convex (no path leaves it
@@ -43,17 +48,28 @@ struct FusedStep {
   std::shared_ptr<const KernelStep> kernel;
 };
 
+// Plans' sizes evaluated and buffers bound by this thread so far: once per call, but for the
+// steady state of a static plan (reduce-overhead), which finds them bound by an earlier call of
+// the same sizes.
+int64_t plan_bindings();
+
+// Storages of the given sizes in bytes, one each: where a caller wants the memory of a plan's
+// outputs to come from (the PyTorch bridge: PyTorch's allocator, so its statistics stay true).
+using OutputStorages = std::function<std::vector<std::shared_ptr<Storage>>(const std::vector<size_t>&)>;
+
 class Executable {
  public:
   // Every node runs on its interpreter kernel, except the groups in `fused`. With
-  // `static_buffers` (reduce-overhead), each shape's buffers are kept from call to call.
+  // `static_buffers` (reduce-overhead), each shape's sizes and buffers are kept from call to call.
   explicit Executable(std::unique_ptr<Graph> graph, std::vector<FusedStep> fused = {},
                       bool static_buffers = false);
   const Graph& graph() const { return *graph_; }
   // Thread-safe: all per-call state lives in the call. `allocations`, when given, receives the
-  // storages this call allocated: one per buffer, plus kernel temporaries.
+  // storages this call allocated: one per buffer, plus kernel temporaries. With
+  // `output_storages`, the buffers that hold outputs (or that outputs are views of) come from
+  // it, in one call, instead of from ember's allocator.
   std::vector<Array> run(std::span<const Array> inputs, const SymbolValues& symbols,
-                         int64_t* allocations = nullptr) const;
+                         int64_t* allocations = nullptr, const OutputStorages& output_storages = {}) const;
 
   int steps() const { return static_cast<int>(steps_.size()); }
   // Steps that run generated code, and the ops of those that run on the interpreter.
@@ -79,15 +95,18 @@ class Executable {
     std::vector<int> outputs;  // slots written, one per output
     std::vector<int> release;  // slots whose last use this is
   };
-  // One call's buffers, by their sizes in bytes.
-  struct Arena {
-    std::vector<size_t> sizes;
+  // A call's sizes, bound: the shape of every buffer's values and the buffers' storages, for
+  // one set of symbol values.
+  struct Binding {
+    SymbolValues symbols;
+    std::vector<std::vector<int64_t>> shapes;  // per slot (buffer slots only)
+    std::vector<size_t> sizes;                 // per buffer, in bytes
     std::vector<std::shared_ptr<Storage>> storages;
   };
-  static constexpr size_t kArenas = 8;  // shapes whose buffers a static plan keeps
-  Arena take_arena(const std::vector<size_t>& sizes) const;
+  static constexpr size_t kBindings = 8;  // shapes a static plan keeps bound
+  Binding take_binding(const SymbolValues& symbols, const OutputStorages& output_storages) const;
   void log_profile(std::vector<std::pair<double, size_t>> step_us) const;
-  void give_back(Arena arena) const;
+  void give_back(Binding binding) const;
   void plan_slots(const std::vector<FusedStep>& fused);
   void order_steps();
   void plan_buffers();
@@ -97,10 +116,11 @@ class Executable {
   std::vector<Array> constants_;
   std::vector<Step> steps_;
   std::vector<std::vector<int>> buffer_slots_;  // the slots each buffer holds, in turn
+  std::vector<bool> holds_output_;              // per buffer: an output is in it or views it
   std::vector<int> outputs_;
   bool static_buffers_ = false;
-  mutable std::mutex arena_mu_;
-  mutable std::vector<Arena> arenas_;  // kept buffers, most recently used last
+  mutable std::mutex bindings_mu_;
+  mutable std::vector<Binding> bindings_;  // kept bindings, most recently used last
 };
 
 }  // namespace ember

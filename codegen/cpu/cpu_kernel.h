@@ -16,6 +16,9 @@ class CpuKernel : public KernelStep {
   CpuKernel(KernelSpec spec, KernelFn fn, std::string name);
   void run(std::span<const Array> inputs, std::span<const Array> outputs) const override;
   std::string name() const override { return name_; }
+  // Elementwise kernels load every operand of a point before they store it (a row kernel stores
+  // a row's outputs over several passes, which read its inputs again).
+  bool may_overwrite_inputs() const override { return !reduces_; }
   const KernelSpec& spec() const { return spec_; }
 
  private:

@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 import torch
 
+import ember
 from ember import _C
 
 
@@ -82,3 +83,31 @@ def test_compiled_graph_checks_its_inputs():
         c.run([torch.zeros(3, 2)], [])
     with pytest.raises(ValueError, match="takes 1 inputs"):
         c.run([], [])
+
+
+def _net_allocated_bytes(fn, *args):
+    """What PyTorch's profiler counts as allocated and not freed during fn(*args)."""
+    from torch.profiler import ProfilerActivity, profile
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        result = fn(*args)
+    return sum(e.self_cpu_memory_usage for e in prof.key_averages()), result
+
+
+@pytest.mark.parametrize("fn, shape", [
+    (lambda x: (x * 2 + 1).relu(), (256, 1024)),
+    # The sum's output must not keep the larger buffer that the matmul's value used before it.
+    (lambda x: ((x @ x.t()).softmax(-1), x[1:].sum(0), torch.full((3,), 2.0)), (64, 64)),
+    (lambda x: (x + 1).reshape(2, -1)[1], (8, 8)),  # an output that views a buffer
+], ids=["chain", "several_outputs", "view_output"])
+def test_output_memory_comes_from_torch_allocator(fn, shape):
+    x = torch.randn(*shape)
+    compiled = ember.compile(fn)
+    compiled(x)
+    eager_bytes, _ = _net_allocated_bytes(fn, x)
+    ember_bytes, outputs = _net_allocated_bytes(compiled, x)
+    assert ember_bytes == eager_bytes
+    del outputs
+
+    def call_and_drop():  # the memory goes back through PyTorch when the outputs die
+        compiled(x)
+    assert _net_allocated_bytes(call_and_drop)[0] == 0

@@ -317,8 +317,16 @@ TEST_CASE("reduce-overhead: a steady-state call allocates nothing; a held output
   g(x);
   g(x);
   before = storage_allocations();
+  int64_t bindings_before = plan_bindings();
   for (int i = 0; i < 5; ++i) (void)g(x);
   CHECK(storage_allocations() - before == 0);  // kernels only: nothing at all
+  CHECK(plan_bindings() - bindings_before == 0);  // and no size evaluated: the launch was bound
+  // The default mode binds every call.
+  auto d = compile([](const Tensor& x) { return tanh(x * 3.0) + 1.0; });
+  d(x);
+  bindings_before = plan_bindings();
+  for (int i = 0; i < 5; ++i) (void)d(x);
+  CHECK(plan_bindings() - bindings_before == 5);
   // Held outputs keep their values: the next call writes elsewhere.
   Tensor y1 = g(x), y2 = g(other);
   CHECK(same_bits(y1, g(x)));
@@ -329,9 +337,11 @@ TEST_CASE("reduce-overhead: a steady-state call allocates nothing; a held output
   CHECK(max_difference(g(small), tanh(small * 3.0) + 1.0) < 1e-6);
   (void)g(x);
   before = storage_allocations();
+  bindings_before = plan_bindings();
   (void)g(small);
   (void)g(x);
   CHECK(storage_allocations() - before == 0);
+  CHECK(plan_bindings() - bindings_before == 0);
 }
 
 TEST_CASE("fusion: gelu(x @ w + b) is one matmul and one kernel", "[codegen][fusion]") {
@@ -343,6 +353,45 @@ TEST_CASE("fusion: gelu(x @ w + b) is one matmul and one kernel", "[codegen][fus
   CHECK(g.kernels == 1);
   CHECK(g.interpreter_ops == std::vector<std::string>{"matmul"});
   CHECK(g.steps == 2);
+}
+
+TEST_CASE("memory planning: an elementwise kernel writes over a dead input of its size, never over one read "
+          "again, through a view, or by a row kernel", "[codegen][plan]") {
+  Tensor x = uniform({64, 64}, 1), w = uniform({64, 64}, 2), b = uniform({64}, 3);
+  auto buffers = [](const auto& f) { return f.report().graphs.at(0).buffers; };
+  // The kernel's output takes the product's buffer: one buffer in all.
+  auto fused = [](const Tensor& x, const Tensor& w, const Tensor& b) { return gelu(matmul(x, w) + b); };
+  auto f1 = compile(fused);
+  CHECK(max_difference(f1(x, w, b), fused(x, w, b)) < 1e-4);
+  CHECK(buffers(f1) == 1);
+  // The product is returned as well: it keeps its buffer.
+  auto kept = [](const Tensor& x, const Tensor& w, const Tensor& b) {
+    Tensor a = matmul(x, w);
+    return std::vector<Tensor>{gelu(a + b), a};
+  };
+  auto f2 = compile(kept);
+  std::vector<Tensor> got = f2(x, w, b), want = kept(x, w, b);
+  CHECK(max_difference(got[0], want[0]) < 1e-4);
+  CHECK(max_difference(got[1], want[1]) < 1e-4);
+  CHECK(buffers(f2) == 2);
+  // Read with its transpose in the same kernel: writing element (i, j) would change what a
+  // later (j, i) reads.
+  auto transposed = [](const Tensor& x, const Tensor& w) {
+    Tensor a = matmul(x, w);
+    return a * 2.0 + transpose(a, 0, 1);
+  };
+  auto f3 = compile(transposed);
+  CHECK(max_difference(f3(x, w), transposed(x, w)) < 1e-4);
+  CHECK(buffers(f3) == 2);
+  // A row kernel reads its input again after storing: softmax gets its own buffer.
+  auto rows = [](const Tensor& x, const Tensor& w) { return softmax(matmul(x, w), 1); };
+  auto f4 = compile(rows);
+  CHECK(max_difference(f4(x, w), rows(x, w)) < 1e-6);
+  CHECK(buffers(f4) == 2);
+  // reduce-overhead keeps the shared buffer from call to call.
+  auto f5 = compile(fused, Options{.mode = "reduce-overhead"});
+  for (int i = 0; i < 3; ++i) CHECK(max_difference(f5(x, w, b), fused(x, w, b)) < 1e-4);
+  CHECK(buffers(f5) == 1);
 }
 
 TEST_CASE("every dump stage can be written: graph, spec, MLIR before and after lowering, LLVM IR, assembly",

@@ -70,6 +70,12 @@ class Context:
         return x
 
 
+def _torch_storages(sizes):
+    """The memory of a plan's outputs, from PyTorch's allocator: its statistics and profiler
+    see what the user holds, as they would in eager."""
+    return [to_dlpack(torch.empty(n, dtype=torch.uint8)) for n in sizes]
+
+
 _ARG, _CONST, _SIZE = range(3)
 _SOURCE_KINDS = {"arg": _ARG, "const": _CONST, "size": _SIZE}
 
@@ -317,9 +323,9 @@ class CompiledFx:
                   for kind, src in self.input_sources]
         if self.torch_calls:
             with _torch_calls.symbol_values(values):
-                capsules, shares = self.compiled.run(inputs, values)
+                capsules, shares = self.compiled.run(inputs, values, _torch_storages)
         else:
-            capsules, shares = self.compiled.run(inputs, values)
+            capsules, shares = self.compiled.run(inputs, values, _torch_storages)
         tensors = [from_dlpack(c) for c in capsules]
         # Shared memory where eager's results do not share it: a copy, as PyTorch may mutate one
         # of them (a clone of an input, two equal values that CSE merged).

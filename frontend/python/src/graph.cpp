@@ -100,7 +100,10 @@ class CompiledGraph {
   // The outputs as DLPack capsules, and for each what it shares memory with: input i (i >= 0), an earlier output j
   // (-2 - j), or nothing (-1). The bridge copies an output that shares memory where eager's
   // would not (a CSE'd duplicate, a fresh value that is an input).
-  std::pair<py::list, std::vector<int64_t>> run(const py::list& inputs, const SymbolValues& symbols) const {
+  // `output_storages`, when given, is called with a list of sizes in bytes and returns as many
+  // tensors (or DLPack capsules) of at least those sizes: the memory of the outputs.
+  std::pair<py::list, std::vector<int64_t>> run(const py::list& inputs, const SymbolValues& symbols,
+                                                const py::object& output_storages) const {
     std::vector<Array> arrays;
     arrays.reserve(inputs.size());
     for (py::handle h : inputs) arrays.push_back(array_from_dlpack(h));
@@ -110,17 +113,27 @@ class CompiledGraph {
     if (symbols.size() != g.symbols().size())
       EMBER_THROW(Value, "[run] the graph has ", g.symbols().size(), " symbols, not ", symbols.size());
     for (size_t i = 0; i < arrays.size(); ++i) check_input(i, g.inputs()[i]->type(), arrays[i], symbols);
+    OutputStorages storages;
+    if (!output_storages.is_none()) storages = [&output_storages](const std::vector<size_t>& sizes) {
+      py::gil_scoped_acquire gil;
+      std::vector<std::shared_ptr<Storage>> out;
+      for (py::handle h : output_storages(sizes)) out.push_back(array_from_dlpack(h).storage());
+      return out;
+    };
     std::vector<Array> outputs;
     {
       py::gil_scoped_release no_gil;  // kernels and the thread pool run without it; torch calls take it
-      outputs = exec_->run(arrays, symbols);
+      outputs = exec_->run(arrays, symbols, nullptr, storages);
     }
     std::vector<int64_t> shares(outputs.size(), -1);
     for (size_t k = 0; k < outputs.size(); ++k) {
       // A constant of the plan (a folded value, a `full`) lives as long as the plan: PyTorch
       // may mutate what it gets, so it gets a copy.
       if (exec_->holds_constant(outputs[k])) {
-        Array fresh = Array::empty(outputs[k].dtype(), outputs[k].shape());
+        const std::vector<int64_t>& shape = outputs[k].shape();
+        size_t bytes = static_cast<size_t>(outputs[k].numel()) * itemsize(outputs[k].dtype());
+        Array fresh = storages ? Array(outputs[k].dtype(), shape, Array::contiguous_strides(shape), 0, storages({bytes})[0])
+                               : Array::empty(outputs[k].dtype(), shape);
         kernels::copy_into(outputs[k], fresh);
         outputs[k] = fresh;
       }
@@ -193,7 +206,7 @@ void register_graph(py::module_& m) {
   py::class_<CompiledGraph>(m, "CompiledGraph")
       .def(py::init<PyGraph&, const std::string&, bool>(), py::arg("graph"), py::arg("mode") = "default",
            py::arg("strict") = false)
-      .def("run", &CompiledGraph::run, py::arg("inputs"), py::arg("symbols"))
+      .def("run", &CompiledGraph::run, py::arg("inputs"), py::arg("symbols"), py::arg("output_storages") = py::none())
       .def_property_readonly("info", &CompiledGraph::info)
       .def_property_readonly("plan", &CompiledGraph::plan);
 }
