@@ -1,20 +1,27 @@
 #include "runtime/thread_pool.h"
 
+#include <omp.h>
 #include <pthread.h>
 
 #include <algorithm>
 #include <atomic>
-#include <condition_variable>
 #include <exception>
 #include <mutex>
 #include <thread>
-#include <vector>
 
 #include "runtime/config.h"
 
 namespace ember {
 
 namespace {
+
+// [Note: one team of threads]
+// Loops run on an OpenMP team: the one oneDNN's primitives run on (the system's libgomp). After
+// a region, libgomp's threads spin for a while before they sleep, waiting for the next one; a
+// pool of ember's own beside them found those CPUs taken, and on two cores the kernel or the
+// attention that followed a oneDNN GEMM ran at half speed (a transformer block: 64 ms, and 55 ms
+// with libgomp's spinning turned off). On one team, the spinning threads are the ones that run
+// the next loop. OpenBLAS runs single-threaded inside these loops for the same reason.
 
 int configured_threads() {
   std::string v = config::get("EMBER_NUM_THREADS");
@@ -29,107 +36,54 @@ int configured_threads() {
   return std::max(1u, std::thread::hardware_concurrency());
 }
 
-// One loop at a time: its body, its chunks and how many of them are still running.
-class Pool {
- public:
-  explicit Pool(int threads) {
-    pthread_atfork(nullptr, nullptr, [] { forked_child = true; });
-    for (int i = 1; i < threads; ++i) workers_.emplace_back([this] { work(); });
+std::atomic<bool> forked_child{false};
+
+struct Team {
+  Team() : threads(configured_threads()) {
+    // libgomp's threads do not exist in a forked child, and a region there could wait for them
+    // forever: the child runs loops serially, and oneDNN's regions on one thread.
+    pthread_atfork(nullptr, nullptr, [] {
+      forked_child = true;
+      omp_set_num_threads(1);
+    });
   }
-
-  // A forked child has the pool's memory but none of its threads: it runs loops serially.
-  bool usable() const { return !forked_child; }
-  ~Pool() {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      stopping_ = true;
-    }
-    wake_.notify_all();
-    for (std::thread& t : workers_) t.join();
-  }
-
-  int size() const { return static_cast<int>(workers_.size()) + 1; }
-
-  // Runs the loop on the pool, or returns false when the pool is busy.
-  bool try_run(int64_t n, int64_t chunk, const LoopBody& body) {
-    if (in_loop_) return false;  // a loop inside a loop (busy_ may be this thread's)
-    std::unique_lock<std::mutex> busy(busy_, std::try_to_lock);
-    if (!busy.owns_lock()) return false;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      body_ = &body;
-      n_ = n;
-      chunk_ = chunk;
-      next_.store(0);
-      pending_ = workers_.size();
-      error_ = nullptr;
-      ++generation_;
-    }
-    wake_.notify_all();
-    in_loop_ = true;
-    run_chunks();
-    in_loop_ = false;
-    std::unique_lock<std::mutex> lock(mu_);
-    done_.wait(lock, [&] { return pending_ == 0; });
-    body_ = nullptr;
-    if (error_) std::rethrow_exception(error_);
-    return true;
-  }
-
- private:
-  void run_chunks() {
-    for (int64_t begin; (begin = next_.fetch_add(chunk_)) < n_;) {
-      try {
-        (*body_)(begin, std::min(n_, begin + chunk_));
-      } catch (...) {
-        std::lock_guard<std::mutex> lock(mu_);
-        if (!error_) error_ = std::current_exception();
-      }
-    }
-  }
-
-  void work() {
-    uint64_t seen = 0;
-    for (;;) {
-      {
-        std::unique_lock<std::mutex> lock(mu_);
-        wake_.wait(lock, [&] { return stopping_ || generation_ != seen; });
-        if (stopping_) return;
-        seen = generation_;
-      }
-      in_loop_ = true;
-      run_chunks();
-      in_loop_ = false;
-      std::lock_guard<std::mutex> lock(mu_);
-      if (--pending_ == 0) done_.notify_one();
-    }
-  }
-
-  static inline std::atomic<bool> forked_child{false};
-  std::vector<std::thread> workers_;
-  std::mutex busy_;  // held by the thread whose loop is on the pool
-  std::mutex mu_;
-  std::condition_variable wake_, done_;
-  bool stopping_ = false;
-  uint64_t generation_ = 0;
-  const LoopBody* body_ = nullptr;
-  int64_t n_ = 0, chunk_ = 1;
-  std::atomic<int64_t> next_{0};
-  size_t pending_ = 0;
-  std::exception_ptr error_;
-  static thread_local bool in_loop_;
+  const int threads;
+  std::mutex busy;  // held by the thread whose loop is on the team
 };
 
-thread_local bool Pool::in_loop_ = false;
+Team& team() {
+  static Team t;
+  return t;
+}
 
-Pool& pool() {
-  static Pool p(configured_threads());
-  return p;
+// Runs the loop on the team, or returns false when it is busy: a loop inside a loop, or another
+// thread's loop (which would start a second team and oversubscribe the cores).
+bool try_run(int64_t n, int64_t chunk, int threads, const LoopBody& body) {
+  if (omp_in_parallel()) return false;
+  std::unique_lock<std::mutex> busy(team().busy, std::try_to_lock);
+  if (!busy.owns_lock()) return false;
+  std::atomic<int64_t> next{0};
+  std::mutex error_mu;
+  std::exception_ptr error;
+#pragma omp parallel num_threads(threads)
+  {
+    // Chunks claimed in turn: uneven work balances without a schedule per loop.
+    for (int64_t begin; (begin = next.fetch_add(chunk)) < n;) {
+      try {
+        body(begin, std::min(n, begin + chunk));
+      } catch (...) {  // an exception must not leave the region
+        std::lock_guard<std::mutex> lock(error_mu);
+        if (!error) error = std::current_exception();
+      }
+    }
+  }
+  if (error) std::rethrow_exception(error);
+  return true;
 }
 
 }  // namespace
 
-int num_threads() { return pool().usable() ? pool().size() : 1; }
+int num_threads() { return forked_child ? 1 : team().threads; }
 
 void parallel_for(int64_t n, int64_t grain, const LoopBody& body) {
   if (n <= 0) return;
@@ -138,7 +92,7 @@ void parallel_for(int64_t n, int64_t grain, const LoopBody& body) {
   if (threads == 1 || n < 2 * grain) return body(0, n);
   // A few chunks per thread balance uneven work without many claims.
   int64_t chunk = std::max(grain, (n + 4 * threads - 1) / (4 * threads));
-  if (!pool().usable() || !pool().try_run(n, chunk, body)) body(0, n);
+  if (!try_run(n, chunk, threads, body)) body(0, n);
 }
 
 }  // namespace ember

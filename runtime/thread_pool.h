@@ -1,4 +1,4 @@
-// A pool of worker threads for the outer loops of kernels.
+// The threads for the outer loops of kernels: an OpenMP team ([Note: one team of threads]).
 //
 // parallel_for(n, grain, body) splits [0, n) into chunks of at least `grain` iterations and runs
 // body(begin, end) on them, the caller taking chunks too. A loop smaller than two grains runs on

@@ -1,6 +1,9 @@
 """GEMM and conv2d through ember against PyTorch: each path (oneDNN for float32, OpenBLAS split
 over ember's threads for float64; depthwise direct loops, 1x1 GEMM on the input and im2col + GEMM
 where oneDNN does not run) at the edges of its geometry."""
+import os
+import time
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -212,3 +215,26 @@ def test_library_calls_from_16_threads_at_once():
     for t in threads:
         t.join()
     assert not errors, errors[:3]
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_forked_child_runs_gemm_and_kernels():
+    # libgomp's threads do not exist in a forked child: ember's loops and oneDNN's run there on
+    # one thread, and a child that waited for them would hang.
+    f = ember.compile(lambda a, b: torch.nn.functional.gelu(a @ b) + 1)
+    a, b = torch.randn(512, 512), torch.randn(512, 512)
+    expected = f(a, b)
+    pid = os.fork()
+    if pid == 0:
+        ok = torch.allclose(f(a, b), expected, atol=1e-4)
+        os._exit(0 if ok else 3)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            assert os.waitstatus_to_exitcode(status) == 0
+            return
+        time.sleep(0.05)
+    os.kill(pid, 9)
+    os.waitpid(pid, 0)
+    pytest.fail("the forked child hung")
