@@ -85,6 +85,10 @@ bool try_run(int64_t n, int64_t chunk, int threads, const LoopBody& body) {
 
 int num_threads() { return forked_child ? 1 : team().threads; }
 
+void match_openmp_threads() {
+  if (!omp_in_parallel() && omp_get_max_threads() != num_threads()) omp_set_num_threads(num_threads());
+}
+
 void parallel_for(int64_t n, int64_t grain, const LoopBody& body) {
   if (n <= 0) return;
   grain = std::max<int64_t>(grain, 1);

@@ -21,4 +21,9 @@ void parallel_for(int64_t n, int64_t grain, const LoopBody& body);
 // The threads a loop may use, the caller included.
 int num_threads();
 
+// Makes the OpenMP regions that this thread starts itself (oneDNN's, outside ember's loops) use
+// num_threads() threads too, so that EMBER_NUM_THREADS holds for them. Inside a loop it does
+// nothing: regions nested there run on one thread.
+void match_openmp_threads();
+
 }  // namespace ember

@@ -8,6 +8,8 @@
 #include <optional>
 #include <unordered_map>
 
+#include "runtime/thread_pool.h"
+
 namespace ember::kernels {
 
 namespace {
@@ -149,7 +151,9 @@ memory blocked(const Layout& l, const float* data, std::vector<float>& buffer, d
 
 }  // namespace
 
+// Every oneDNN call takes its stream here, so this is also where its threads are set.
 dnnl::stream& thread_stream() {
+  match_openmp_threads();
   thread_local dnnl::stream stream(cpu_engine());
   return stream;
 }

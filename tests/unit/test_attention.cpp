@@ -27,8 +27,10 @@ void check_attention(const Tensor& q, const Tensor& k, const Tensor& v, const st
 
 }  // namespace
 
+// The kernel's blocks: 64 queries against 256 keys.
 TEST_CASE("blocked attention: lengths across block boundaries, causal or not", "[runtime][attention]") {
-  for (auto [L, S] : {std::pair<int64_t, int64_t>{1, 1}, {127, 129}, {128, 128}, {129, 300}, {300, 129}, {5, 257}}) {
+  for (auto [L, S] : {std::pair<int64_t, int64_t>{1, 1}, {63, 255}, {64, 256}, {65, 257}, {129, 300}, {300, 129},
+                      {5, 513}, {257, 257}}) {
     for (bool causal : {false, true}) {
       INFO("L " << L << ", S " << S << ", causal " << causal);
       Tensor q = uniform({2, L, 16}, 1, -1, 1), k = uniform({2, S, 16}, 2, -1, 1), v = uniform({2, S, 24}, 3, -1, 1);
@@ -40,7 +42,7 @@ TEST_CASE("blocked attention: lengths across block boundaries, causal or not", "
 TEST_CASE("blocked attention: the running max grows across key blocks", "[runtime][attention]") {
   // Keys grow with their index, so each key block raises every query's max over the previous
   // ones: the partial outputs and sums are rescaled at each block.
-  const int64_t S = 400;
+  const int64_t S = 700;
   Tensor ramp = reshape(arange(0, S, 1, DType::Float32), {1, S, 1}) * 0.1;
   Tensor k = uniform({1, S, 8}, 4, 0.5, 1) * ramp;
   Tensor q = uniform({1, 70, 8}, 5, 0.5, 1) * 3.0, v = uniform({1, S, 8}, 6, -1, 1);
@@ -49,7 +51,7 @@ TEST_CASE("blocked attention: the running max grows across key blocks", "[runtim
 }
 
 TEST_CASE("blocked attention: masks, whole rows hidden (NaN), -inf scores, float16", "[runtime][attention]") {
-  const int64_t L = 150, S = 260;
+  const int64_t L = 150, S = 600;
   Tensor q = uniform({3, L, 8}, 7, -2, 2), k = uniform({3, S, 8}, 8, -2, 2), v = uniform({3, S, 8}, 9, -1, 1);
   // Bool: keep keys with j % 3 == i % 3; rows 10..19 keep nothing (NaN, as the softmax of nothing).
   Tensor i = reshape(arange(0, L, 1, DType::Int64), {L, 1}), j = reshape(arange(0, S, 1, DType::Int64), {1, S});
@@ -57,8 +59,8 @@ TEST_CASE("blocked attention: masks, whole rows hidden (NaN), -inf scores, float
   Tensor keep = logical_and(remainder(i, 3) == remainder(j, 3), logical_not(rows_hidden));
   check_attention(q, k, v, keep, false);
   check_attention(q, k, v, keep, true);
-  // Additive: -inf over the first 200 keys (whole key blocks hidden), finite elsewhere.
-  Tensor additive = where(j < 200, -INFINITY, uniform({L, S}, 10, -3, 0));
+  // Additive: -inf over the first 300 keys (a whole key block hidden), finite elsewhere.
+  Tensor additive = where(j < 300, -INFINITY, uniform({L, S}, 10, -3, 0));
   check_attention(q, k, v, additive, false);
   // float16 computes in float32 through the same kernel.
   Tensor got = scaled_dot_product_attention(cast(q, DType::Float16), cast(k, DType::Float16), cast(v, DType::Float16));
