@@ -56,6 +56,7 @@ const std::vector<Setting>& settings() {
       {"EMBER_VERIFY", "1 to run the verifier between passes (default on in debug builds), 0 to skip"},
       {"EMBER_NUM_THREADS", "threads a kernel's loop may use, the caller included (default: the machine's)"},
       {"EMBER_ALLOCATOR_CACHE_MB", "freed large blocks kept for reuse, in MiB (default: a quarter of the memory)"},
+      {"EMBER_TORCH_OUTPUT_MAX_MB", "through the PyTorch bridge, outputs up to this size come from PyTorch's allocator, larger ones from ember's (default 32)"},
       {"EMBER_CODEGEN", "0 to run every graph on the reference interpreter instead of generated kernels"},
       {"EMBER_CACHE_DIR", "on-disk cache directory (default ~/.cache/ember), or off"},
       {"EMBER_CACHE_MAX_MB", "the disk cache's size limit per kind of entry, in MiB (default 1024)"},

@@ -111,3 +111,17 @@ def test_output_memory_comes_from_torch_allocator(fn, shape):
     def call_and_drop():  # the memory goes back through PyTorch when the outputs die
         compiled(x)
     assert _net_allocated_bytes(call_and_drop)[0] == 0
+
+
+def test_outputs_past_the_limit_come_from_ember(monkeypatch):
+    # EMBER_TORCH_OUTPUT_MAX_MB: PyTorch's allocator would map such blocks afresh on every call.
+    import ember._translate as translate
+    monkeypatch.setattr(translate, "_TORCH_OUTPUT_MAX", 1024)
+    fn = lambda x: (x.sum(0) + 1, x * 2)  # noqa: E731 (a 64-byte output and a 4 KiB one)
+    compiled = ember.compile(fn)
+    x = torch.randn(64, 16)
+    compiled(x)
+    torch_bytes, (small, large) = _net_allocated_bytes(compiled, x)
+    assert torch_bytes == small.numel() * 4
+    torch.testing.assert_close(large, x * 2)
+    torch.testing.assert_close(small, x.sum(0) + 1)

@@ -6,6 +6,7 @@ declines the case. Every lowered node is checked against the dtype and shape PyT
 says it has; a mismatch also makes it a torch call. get_attr tensors are inputs bound once.
 """
 import operator
+import os
 import time
 import warnings
 import weakref
@@ -70,10 +71,25 @@ class Context:
         return x
 
 
+def _torch_output_limit():
+    """EMBER_TORCH_OUTPUT_MAX_MB in bytes. glibc maps every block over 32 MiB afresh, so a
+    PyTorch output of 512 MiB costs about 220 ms of page faults on each call here (three times
+    the GELU that fills it); ember's allocator keeps such blocks for the next call."""
+    text = os.environ.get("EMBER_TORCH_OUTPUT_MAX_MB", "")
+    try:
+        return int(float(text or 32) * (1 << 20))
+    except ValueError:
+        warnings.warn(f"EMBER_TORCH_OUTPUT_MAX_MB={text} is not a number; using 32", RuntimeWarning)
+        return 32 << 20
+
+
+_TORCH_OUTPUT_MAX = _torch_output_limit()
+
+
 def _torch_storages(sizes):
     """The memory of a plan's outputs, from PyTorch's allocator: its statistics and profiler
-    see what the user holds, as they would in eager."""
-    return [to_dlpack(torch.empty(n, dtype=torch.uint8)) for n in sizes]
+    see what the user holds, as they would in eager. Larger ones (None) come from ember's."""
+    return [to_dlpack(torch.empty(n, dtype=torch.uint8)) if n <= _TORCH_OUTPUT_MAX else None for n in sizes]
 
 
 _ARG, _CONST, _SIZE = range(3)

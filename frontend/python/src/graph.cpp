@@ -101,7 +101,8 @@ class CompiledGraph {
   // (-2 - j), or nothing (-1). The bridge copies an output that shares memory where eager's
   // would not (a CSE'd duplicate, a fresh value that is an input).
   // `output_storages`, when given, is called with a list of sizes in bytes and returns as many
-  // tensors (or DLPack capsules) of at least those sizes: the memory of the outputs.
+  // tensors (or DLPack capsules) of at least those sizes, or None where ember's own allocator
+  // is to serve: the memory of the outputs.
   std::pair<py::list, std::vector<int64_t>> run(const py::list& inputs, const SymbolValues& symbols,
                                                 const py::object& output_storages) const {
     std::vector<Array> arrays;
@@ -116,8 +117,11 @@ class CompiledGraph {
     OutputStorages storages;
     if (!output_storages.is_none()) storages = [&output_storages](const std::vector<size_t>& sizes) {
       py::gil_scoped_acquire gil;
+      py::list given = output_storages(sizes);
+      if (given.size() != sizes.size()) throw py::value_error("[run] output_storages gave a list of another length");
       std::vector<std::shared_ptr<Storage>> out;
-      for (py::handle h : output_storages(sizes)) out.push_back(array_from_dlpack(h).storage());
+      for (size_t i = 0; i < sizes.size(); ++i)  // None: ember's own
+        out.push_back(given[i].is_none() ? std::make_shared<Storage>(sizes[i]) : array_from_dlpack(given[i]).storage());
       return out;
     };
     std::vector<Array> outputs;
