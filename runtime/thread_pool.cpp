@@ -2,6 +2,7 @@
 
 #include <omp.h>
 #include <pthread.h>
+#include <sched.h>
 
 #include <algorithm>
 #include <atomic>
@@ -21,7 +22,9 @@ namespace {
 // pool of ember's own beside them found those CPUs taken, and on two cores the kernel or the
 // attention that followed a oneDNN GEMM ran at half speed (a transformer block: 64 ms, and 55 ms
 // with libgomp's spinning turned off). On one team, the spinning threads are the ones that run
-// the next loop. OpenBLAS runs single-threaded inside these loops for the same reason.
+// the next loop. OpenBLAS runs single-threaded inside these loops for the same reason. In a
+// Python process PyTorch has loaded its own libgomp.so.1 first, and oneDNN and ember bind to it:
+// PyTorch's eager ops, oneDNN and ember's loops then share one team.
 
 int configured_threads() {
   std::string v = config::get("EMBER_NUM_THREADS");
@@ -33,6 +36,8 @@ int configured_threads() {
     }
     config::warn("EMBER_NUM_THREADS=" + v + " is not a positive integer; using the default");
   }
+  cpu_set_t cpus;  // the CPUs this process may run on (a container or taskset may allow fewer)
+  if (sched_getaffinity(0, sizeof(cpus), &cpus) == 0) return std::max(1, CPU_COUNT(&cpus));
   return std::max(1u, std::thread::hardware_concurrency());
 }
 
@@ -85,8 +90,14 @@ bool try_run(int64_t n, int64_t chunk, int threads, const LoopBody& body) {
 
 int num_threads() { return forked_child ? 1 : team().threads; }
 
-void match_openmp_threads() {
-  if (!omp_in_parallel() && omp_get_max_threads() != num_threads()) omp_set_num_threads(num_threads());
+OpenMPThreads::OpenMPThreads() {
+  if (omp_in_parallel() || omp_get_max_threads() == num_threads()) return;
+  restore_ = omp_get_max_threads();
+  omp_set_num_threads(num_threads());
+}
+
+OpenMPThreads::~OpenMPThreads() {
+  if (restore_) omp_set_num_threads(restore_);
 }
 
 void parallel_for(int64_t n, int64_t grain, const LoopBody& body) {

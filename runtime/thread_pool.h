@@ -21,9 +21,20 @@ void parallel_for(int64_t n, int64_t grain, const LoopBody& body);
 // The threads a loop may use, the caller included.
 int num_threads();
 
-// Makes the OpenMP regions that this thread starts itself (oneDNN's, outside ember's loops) use
-// num_threads() threads too, so that EMBER_NUM_THREADS holds for them. Inside a loop it does
-// nothing: regions nested there run on one thread.
-void match_openmp_threads();
+// While alive, the OpenMP regions that this thread starts itself (oneDNN's, outside ember's
+// loops) use num_threads() threads, so that EMBER_NUM_THREADS holds for them; then the thread's
+// own setting comes back. (In a Python process, PyTorch's libgomp is the one ember and oneDNN
+// use, and torch.set_num_threads is that same setting.) Inside a loop it does nothing: regions
+// nested there run on one thread.
+class OpenMPThreads {
+ public:
+  OpenMPThreads();
+  ~OpenMPThreads();
+  OpenMPThreads(const OpenMPThreads&) = delete;
+  OpenMPThreads& operator=(const OpenMPThreads&) = delete;
+
+ private:
+  int restore_ = 0;  // the setting to put back, 0 for none
+};
 
 }  // namespace ember

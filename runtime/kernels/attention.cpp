@@ -53,6 +53,18 @@ inline float exp_approx(float x) {
   return x < lo ? 0.0f : p * two_n;
 }
 
+// C = A op(B) + beta C, row-major, on this thread (inside the pool's region) or on oneDNN's.
+void sgemm(bool trans_b, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b, int64_t ldb,
+           float beta, float* c, int64_t ldc) {
+  if (k == 0) {  // an empty sum (a head size of 0), which oneDNN refuses
+    if (beta == 0.0f)
+      for (int64_t i = 0; i < m; ++i) std::fill(c + i * ldc, c + i * ldc + n, 0.0f);
+    return;
+  }
+  dnnl_status_t status = dnnl_sgemm('N', trans_b ? 'T' : 'N', m, n, k, 1.0f, a, lda, b, ldb, beta, c, ldc);
+  EMBER_CHECK(status == dnnl_success, "oneDNN's sgemm failed with status ", static_cast<int>(status));
+}
+
 struct RowState {
   float max, sum;
 };
@@ -97,7 +109,7 @@ void query_block(const AttentionShape& a, const float* q, const float* k, const 
   int64_t kv_end = a.causal ? std::min(a.S, i0 + nq) : a.S;
   for (int64_t j0 = 0; j0 < kv_end; j0 += kKeyBlock) {
     int64_t nk = std::min(kKeyBlock, kv_end - j0);
-    dnnl_sgemm('N', 'T', nq, nk, a.E, 1.0f, q + i0 * a.E, a.E, k + j0 * a.E, a.E, 0.0f, tile.data(), kKeyBlock);
+    sgemm(true, nq, nk, a.E, q + i0 * a.E, a.E, k + j0 * a.E, a.E, 0.0f, tile.data(), kKeyBlock);
     for (int64_t i = 0; i < nq; ++i) {
       const float* mask_row = mask ? mask + (i0 + i) * a.S + j0 : nullptr;
       int64_t causal_end = a.causal ? i0 + i + 1 - j0 : nk;
@@ -105,7 +117,8 @@ void query_block(const AttentionShape& a, const float* q, const float* k, const 
       if (alpha != 1.0f)
         for (int64_t e = 0; e < a.Ev; ++e) acc[i * a.Ev + e] *= alpha;
     }
-    dnnl_sgemm('N', 'N', nq, a.Ev, nk, 1.0f, tile.data(), kKeyBlock, v + j0 * a.Ev, a.Ev, 1.0f, acc.data(), a.Ev);
+    sgemm(false, nq, a.Ev, nk, tile.data(), kKeyBlock, v + j0 * a.Ev, std::max<int64_t>(a.Ev, 1), 1.0f, acc.data(),
+          std::max<int64_t>(a.Ev, 1));
   }
   for (int64_t i = 0; i < nq; ++i)
     for (int64_t e = 0; e < a.Ev; ++e) out[(i0 + i) * a.Ev + e] = acc[i * a.Ev + e] / rows[i].sum;
@@ -115,7 +128,7 @@ void query_block(const AttentionShape& a, const float* q, const float* k, const 
 
 void blocked_attention(const AttentionShape& a, const float* q, const float* k, const float* v, const float* mask,
                        float* out) {
-  match_openmp_threads();  // a loop that runs serially calls oneDNN outside ember's region
+  OpenMPThreads threads;  // a loop that runs serially calls oneDNN outside ember's region
   const int64_t blocks = (a.L + kQueryBlock - 1) / kQueryBlock;
   parallel_for(a.count * blocks, 1, [&](int64_t lo, int64_t hi) {
     std::vector<float> tile, acc;

@@ -151,9 +151,7 @@ memory blocked(const Layout& l, const float* data, std::vector<float>& buffer, d
 
 }  // namespace
 
-// Every oneDNN call takes its stream here, so this is also where its threads are set.
 dnnl::stream& thread_stream() {
-  match_openmp_threads();
   thread_local dnnl::stream stream(cpu_engine());
   return stream;
 }
@@ -161,6 +159,7 @@ dnnl::stream& thread_stream() {
 bool onednn_gemm(const float* a, const float* b, float* c, int64_t m, int64_t n, int64_t k, bool trans_b,
                  float beta) {
   if (beta != 0.0f && beta != 1.0f) return false;
+  OpenMPThreads threads;
   std::shared_ptr<const GemmPlan> plan = cached({m, n, k, trans_b, beta != 0.0f}, make_gemm);
   if (!plan) return false;
   std::vector<char> scratchpad(plan->scratchpad.get_size());
@@ -174,6 +173,7 @@ bool onednn_gemm(const float* a, const float* b, float* c, int64_t m, int64_t n,
 }
 
 bool onednn_conv2d(const ConvShape& c, const float* x, const float* w, const float* bias, float* y) {
+  OpenMPThreads threads;
   std::shared_ptr<const ConvPlan> plan = cached(conv_key(c, bias != nullptr), make_conv);
   if (!plan) return false;
   dnnl::stream& stream = thread_stream();

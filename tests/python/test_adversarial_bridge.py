@@ -4,6 +4,7 @@ chosen to break a lowering, the output/alias handling, dynamic sizes or the torc
 A test marked xfail(strict=True) shows a bug that exists today (its reason names it in one line);
 it turns into a failure once the bug is fixed, so the mark can be removed. The unmarked tests are
 cases that were expected to break and did not: they guard the behaviour."""
+import math
 import platform
 import warnings
 
@@ -151,6 +152,41 @@ def test_clone_with_two_views_and_a_second_clone_keep_eager_aliasing():
         assert_same(a, e)
 
 
+def test_clone_and_its_expansion_keep_eager_aliasing():
+    def fn(x):
+        y = x.clone()
+        e = y.expand(2, 4)  # overlaps itself: a copy must move bytes, not elements
+        torch._dynamo.graph_break()
+        y.add_(1)
+        return y, e
+
+    expected, actual, _ = run_both(fn, torch.arange(4.0))
+    assert_same(actual, expected)
+
+
+def test_parts_of_a_cloned_expansion_stay_apart():
+    # The clone is elided in ember, so both rows are one address there; in eager they are two.
+    def fn(x):
+        y = x.expand(2, 4).clone()
+        a, b = y[0], y[1]
+        torch._dynamo.graph_break()
+        a.add_(100)
+        return a, b
+
+    expected, actual, _ = run_both(fn, torch.arange(4.0))
+    assert_same(actual, expected)
+
+
+def test_outputs_ignore_the_default_device():
+    compiled = ember.compile(lambda x: (x * 2).relu())
+    x = torch.randn(8)
+    compiled(x)
+    with torch.device("meta"):
+        got = compiled(x)
+    assert got.device.type == "cpu"
+    assert_same(got, (x * 2).relu())
+
+
 def test_compiled_module_follows_original_eval():
     torch.manual_seed(0)
     bn = torch.nn.BatchNorm2d(3)
@@ -257,14 +293,27 @@ def test_dynamic_size_as_value(fn):
     assert not report_of(compiled).torch_call_ops()
 
 
-def test_dynamic_float_size_as_output():
-    fn = lambda x: (x + 1, x.shape[0] / 4)  # noqa: E731
+@pytest.mark.parametrize("fn", [
+    lambda x: (x + 1, x.shape[0] / 4),
+    lambda x: (x + 1, x.shape[0] ** 0.5),
+    lambda x: (x + 1, math.sqrt(x.shape[0])),
+    lambda x: (x + 1, float(x.shape[0]) * 1.5),
+], ids=["quarter", "pow_half", "math_sqrt", "float_times"])
+def test_dynamic_float_size_as_output(fn):
     compiled = ember.compile(fn, dynamic=True, options={"strict": True})
     for n in (4, 6):
         x = torch.randn(n, 3)
         (a, size), (e, expected_size) = compiled(x), fn(x)
         assert_same(a, e)
-        assert size == expected_size
+        assert size == pytest.approx(expected_size, rel=1e-12)
+
+
+def test_scalar_tensor_of_a_square_root_size():
+    fn = lambda x: x + torch.scalar_tensor(math.sqrt(x.shape[0]))  # noqa: E731
+    compiled = ember.compile(fn, dynamic=True)
+    for n in (4, 6):
+        x = torch.randn(n, 3)
+        assert_same(compiled(x), fn(x))
 
 
 def test_dynamic_size_as_value_in_training():
@@ -451,3 +500,19 @@ def test_sixteen_threads_with_changing_sizes():
     for t in threads:
         t.join()
     assert not errors, errors[:2]
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("op", [torch.add, torch.sub, torch.mul, torch.div], ids=["add", "sub", "mul", "div"])
+@pytest.mark.parametrize("scalar", [5005, 5005.7, "tensor"])
+def test_low_precision_arithmetic_with_a_scalar_as_eager(dtype, op, scalar):
+    # add and sub round the scalar to the tensor's dtype first; mul and div take it unrounded.
+    torch.manual_seed(0)
+    x = (torch.randn(1000) * 3).to(dtype)
+    if scalar == "tensor":
+        fn, args = (lambda a, b: op(a, b)), (x, torch.tensor(5005.7))
+    else:
+        fn, args = (lambda a: op(a, scalar)), (x,)
+    expected, actual, compiled = run_both(fn, *args)
+    assert torch.equal(actual, expected)
+    no_fallback(compiled)

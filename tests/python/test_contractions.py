@@ -238,3 +238,19 @@ def test_forked_child_runs_gemm_and_kernels():
     os.kill(pid, 9)
     os.waitpid(pid, 0)
     pytest.fail("the forked child hung")
+
+
+def test_ember_leaves_torch_thread_count_alone():
+    # In a Python process, PyTorch's libgomp is the one oneDNN and ember run on, and
+    # torch.set_num_threads is that library's per-thread setting.
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        a = torch.randn(256, 256)
+        q = torch.randn(1, 2, 300, 16)
+        ember.compile(lambda a, b: (a @ b).relu())(a, a)
+        ember.compile(lambda q: F.scaled_dot_product_attention(q, q, q))(q)
+        ember.compile(lambda x, w: F.conv2d(x, w))(torch.randn(1, 3, 16, 16), torch.randn(4, 3, 3, 3))
+        assert torch.get_num_threads() == 1
+    finally:
+        torch.set_num_threads(before)

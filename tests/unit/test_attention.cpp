@@ -39,6 +39,13 @@ TEST_CASE("blocked attention: lengths across block boundaries, causal or not", "
   }
 }
 
+TEST_CASE("blocked attention: a head size of 0 gives uniform weights over every key block", "[runtime][attention]") {
+  // The scores are empty sums, 0: every query averages the values, across several key blocks.
+  Tensor q = uniform({2, 100, 0}, 1), k = uniform({2, 300, 0}, 2), v = uniform({2, 300, 5}, 3, -1, 1);
+  check_attention(q, k, v, std::nullopt, false);
+  check_attention(q, k, v, std::nullopt, true);
+}
+
 TEST_CASE("blocked attention: the running max grows across key blocks", "[runtime][attention]") {
   // Keys grow with their index, so each key block raises every query's max over the previous
   // ones: the partial outputs and sums are rescaled at each block.

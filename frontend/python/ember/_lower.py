@@ -77,9 +77,10 @@ def _scalar_like(x):
 
 def _in_opmath(cx, name, args):
     """PyTorch's CPU kernels compute float16/bfloat16 arithmetic with a scalar operand (a Python
-    number or a 0-d tensor) in float32, the scalar unrounded, and round the result once. ember's
-    op would round the scalar to the tensor's dtype first (1e5 is inf in float16): so the op runs
-    in float32 here. None when that does not apply."""
+    number or a 0-d tensor) in float32 and round the result once. mul and div take the scalar
+    unrounded (1e5 is inf in float16, and x * 1e5 is not); add and sub round it to the tensor's
+    dtype first (x + 5005 adds 5004 in float16). The op runs in float32 here, with the scalar as
+    PyTorch takes it. None when that does not apply."""
     if name not in _OPMATH_OPS:
         return None
     tensors = [a for a in args if _is_value(a) and len(a.shape) > 0]
@@ -90,7 +91,10 @@ def _in_opmath(cx, name, args):
         return None
     wide = []
     for a in args:
+        rounded = name in ("add", "sub") and _scalar_like(a)
         a = operand(cx, a, tensors[0])
+        if rounded and a.dtype != low:
+            a = cx.op("cast", [a], {"dtype": low})
         if a.dtype in _LOW_PRECISION:
             a = cx.op("cast", [a], {"dtype": "f32"})
         wide.append(a)

@@ -89,15 +89,24 @@ class Symbols:
             return lambda values: value
         symbols = sorted(expr.free_symbols, key=str)
         ids = [self._id(s) for s in symbols]
+        def exact(*args):
+            value = expr.xreplace(dict(zip(symbols, args)))
+            return int(value) if value.is_Integer else float(value)
+
         try:  # as Python code: PyTorch's printer knows its own functions (FloorDiv, IntTrueDiv)
             from torch.utils._sympy.printers import PythonPrinter
             code = f"lambda {', '.join(map(str, symbols))}: {PythonPrinter().doprint(expr)}"
-            fn = eval(code, {"math": math})  # noqa: S307 (text printed from a sympy expression)
+            fast = eval(code, {"math": math, "torch": torch})  # noqa: S307 (printed from a sympy expression)
         except Exception:  # noqa: BLE001 (an expression the printer does not know: slower, exact)
-            def fn(*args):
-                value = expr.xreplace(dict(zip(symbols, args)))
-                return int(value) if value.is_Integer else float(value)
-        return lambda values: fn(*[values[i] for i in ids])
+            fast = exact
+
+        def value(values):
+            args = [values[i] for i in ids]
+            try:
+                return fast(*args)
+            except Exception:  # noqa: BLE001 (printed code that does not run: the exact way)
+                return exact(*args)
+        return value
 
     def values(self, args):
         """This call's value of every symbol, from its arguments."""

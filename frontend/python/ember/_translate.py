@@ -5,6 +5,7 @@ node an ember op through its lowering (_lower.py), or a torch call when there is
 declines the case. Every lowered node is checked against the dtype and shape PyTorch's meta
 says it has; a mismatch also makes it a torch call. get_attr tensors are inputs bound once.
 """
+import ctypes
 import operator
 import os
 import time
@@ -77,7 +78,7 @@ def _torch_output_limit():
     the GELU that fills it); ember's allocator keeps such blocks for the next call."""
     text = os.environ.get("EMBER_TORCH_OUTPUT_MAX_MB", "")
     try:
-        return int(float(text or 32) * (1 << 20))
+        return int(min(float(text or 32), 2.0 ** 40) * (1 << 20))  # inf: every output
     except ValueError:
         warnings.warn(f"EMBER_TORCH_OUTPUT_MAX_MB={text} is not a number; using 32", RuntimeWarning)
         return 32 << 20
@@ -89,7 +90,8 @@ _TORCH_OUTPUT_MAX = _torch_output_limit()
 def _torch_storages(sizes):
     """The memory of a plan's outputs, from PyTorch's allocator: its statistics and profiler
     see what the user holds, as they would in eager. Larger ones (None) come from ember's."""
-    return [to_dlpack(torch.empty(n, dtype=torch.uint8)) if n <= _TORCH_OUTPUT_MAX else None for n in sizes]
+    return [to_dlpack(torch.empty(n, dtype=torch.uint8, device="cpu")) if n <= _TORCH_OUTPUT_MAX else None
+            for n in sizes]
 
 
 _ARG, _CONST, _SIZE = range(3)
@@ -137,6 +139,7 @@ class CompiledFx:
         weakref.finalize(self, _torch_calls.release, list(self.torch_calls))
         self.translate_ms = (time.perf_counter() - start) * 1e3
         self.view_roots = _view_roots(gm)  # per ember output
+        self.eager_layouts = _eager_layouts(gm)  # likewise
         self.input_sources = [(_SOURCE_KINDS[kind], src) for kind, src in self.inputs]
         self.outputs_are_tensors = [o for o in self.outputs] == [("ember", k) for k in range(len(self.outputs))]
 
@@ -347,7 +350,7 @@ class CompiledFx:
         # of them (a clone of an input, two equal values that CSE merged).
         unshare = [k for k, share in enumerate(shares) if share != -1 and not self._may_share(k, share)]
         if unshare:
-            _copy_keeping_views(tensors, unshare, self.view_roots)
+            _copy_keeping_views(tensors, unshare, self.view_roots, self.eager_layouts)
         if self.outputs_are_tensors:  # the common case: the graph's outputs are its tensors, in order
             return tensors
         out = []
@@ -444,11 +447,14 @@ def _through_views(node):
     return chain
 
 
-def _copy_keeping_views(tensors, indices, view_roots):
+def _copy_keeping_views(tensors, indices, view_roots, eager_layouts):
     """Replaces tensors[k] for k in `indices` by copies. Those that are views of one value in
-    eager (a clone and a slice of it) are copied together, into one buffer that spans their
-    memory, so that a later in-place op on one still shows in the others. (Each tensor from
-    DLPack has its own storage that starts at its data: only their addresses relate them.)"""
+    eager (a clone and a slice of it) are copied together, as views of one copy of the bytes
+    they span, so that a later in-place op on one still shows in the others. That holds only
+    where ember's memory is laid out as eager's (strides, and offsets from one another): a
+    clone that ember elided can leave two parts of eager's value at one address, and those are
+    copied one by one. (Each tensor from DLPack has its own storage that starts at its data:
+    only their addresses relate them.)"""
     groups = {}
     for k in indices:
         if tensors[k].numel() == 0:  # its address means nothing
@@ -456,17 +462,53 @@ def _copy_keeping_views(tensors, indices, view_roots):
         else:
             groups.setdefault(view_roots[k], []).append(k)
     for group in groups.values():
-        if len(group) == 1:
-            tensors[group[0]] = tensors[group[0]].clone()
+        if len(group) == 1 or not _laid_out_as_eager(tensors, group, eager_layouts):
+            for k in group:
+                tensors[k] = tensors[k].clone()
             continue
         spans = [_address_span(tensors[k]) for k in group]
-        # Aligned to 16 bytes, so that every member's offset is a whole number of its elements.
+        # Aligned down to 16 bytes (within the allocation, which starts 64-aligned), so that
+        # every member's offset is a whole number of its elements.
         low = min(lo for lo, _ in spans) // 16 * 16
-        buffer = torch.empty(max(hi for _, hi in spans) - low, dtype=torch.uint8).untyped_storage()
+        size = max(hi for _, hi in spans) - low
+        # The bytes as they are (a strided copy_ refuses members that overlap themselves).
+        source = torch.frombuffer((ctypes.c_char * size).from_address(low), dtype=torch.uint8)
+        buffer = source.clone().untyped_storage()
         for k in group:
             t = tensors[k]
             offset = (t.data_ptr() - low) // t.element_size()
-            tensors[k] = torch.empty(0, dtype=t.dtype).set_(buffer, offset, t.shape, t.stride()).copy_(t)
+            tensors[k] = torch.empty(0, dtype=t.dtype, device="cpu").set_(buffer, offset, t.shape, t.stride())
+
+
+def _laid_out_as_eager(tensors, group, eager_layouts):
+    """Whether the tensors of `group` have eager's strides and eager's byte offsets from one
+    another."""
+    if any(eager_layouts[k] is None for k in group):
+        return False
+    first = min(tensors[k].data_ptr() for k in group)
+    first_eager = min(eager_layouts[k][1] * tensors[k].element_size() for k in group)
+    for k in group:
+        strides, offset = eager_layouts[k]
+        t = tensors[k]
+        if tuple(t.stride()) != strides or t.data_ptr() - first != offset * t.element_size() - first_eager:
+            return False
+    return True
+
+
+def _eager_layouts(gm):
+    """Per tensor output of the graph: (strides, storage offset) in eager, or None where they
+    are symbolic."""
+    out = [n for n in gm.graph.nodes if n.op == "output"][0]
+    results = out.args[0] if isinstance(out.args[0], (list, tuple)) else [out.args[0]]
+    layouts = []
+    for r in results:
+        if not (isinstance(r, torch.fx.Node) and _is_tensor_node(r)):
+            continue
+        val = r.meta["val"]
+        strides, offset = tuple(val.stride()), val.storage_offset()
+        static = all(isinstance(v, int) for v in (*strides, offset))
+        layouts.append((strides, offset) if static else None)
+    return layouts
 
 
 def _address_span(t):
