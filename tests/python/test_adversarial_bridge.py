@@ -516,3 +516,16 @@ def test_low_precision_arithmetic_with_a_scalar_as_eager(dtype, op, scalar):
     expected, actual, compiled = run_both(fn, *args)
     assert torch.equal(actual, expected)
     no_fallback(compiled)
+
+
+@pytest.mark.parametrize("fn", [
+    lambda x: x.t().contiguous(),                 # a view of the input in ember, copied at the output
+    lambda x: (x.t() + 0).contiguous() * 1,       # a kernel's output
+    lambda x: x.permute(1, 0).clone(memory_format=torch.contiguous_format),
+], ids=["contiguous_of_input", "contiguous_of_kernel", "clone_contiguous"])
+def test_contiguous_outputs_are_contiguous_as_in_eager(fn):
+    x = torch.randn(4, 3)
+    expected, actual, _ = run_both(fn, x)
+    assert_same(actual, expected)
+    assert actual.is_contiguous() and actual.stride() == expected.stride()
+    assert torch.equal(actual.view(-1), expected.view(-1))

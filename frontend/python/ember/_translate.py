@@ -140,6 +140,17 @@ class CompiledFx:
         self.translate_ms = (time.perf_counter() - start) * 1e3
         self.view_roots = _view_roots(gm)  # per ember output
         self.eager_layouts = _eager_layouts(gm)  # likewise
+        self.eager_shapes = _eager_shapes(gm)
+        # Outputs that are contiguous in memory of their own in eager: ember may give them other
+        # strides (x.t().contiguous() is a view in ember), and a caller's next .view() relies
+        # on eager's. (Where eager's are not contiguous, ember's contiguous ones break nothing
+        # and cost no copy: GPT-2's key-value cache.)
+        dense = _eager_dense_strides(gm)
+        alone = [k for k, root in enumerate(self.view_roots)
+                 if not isinstance(root, tuple) and self.view_roots.count(root) == 1]
+        self.eager_strides = [(k, dense[k]) for k in alone if dense[k] is not None and _contiguous_strides(
+            self.eager_layouts[k], dense[k], self.eager_shapes[k])]
+        self.dense_strides = dense
         self.input_sources = [(_SOURCE_KINDS[kind], src) for kind, src in self.inputs]
         self.outputs_are_tensors = [o for o in self.outputs] == [("ember", k) for k in range(len(self.outputs))]
 
@@ -350,7 +361,10 @@ class CompiledFx:
         # of them (a clone of an input, two equal values that CSE merged).
         unshare = [k for k, share in enumerate(shares) if share != -1 and not self._may_share(k, share)]
         if unshare:
-            _copy_keeping_views(tensors, unshare, self.view_roots, self.eager_layouts)
+            _copy_keeping_views(tensors, unshare, self.view_roots, self.eager_layouts, self.dense_strides)
+        for k, strides in self.eager_strides:
+            if not _same_strides(tensors[k], strides):
+                tensors[k] = _copy_with_strides(tensors[k], strides)
         if self.outputs_are_tensors:  # the common case: the graph's outputs are its tensors, in order
             return tensors
         out = []
@@ -447,7 +461,19 @@ def _through_views(node):
     return chain
 
 
-def _copy_keeping_views(tensors, indices, view_roots, eager_layouts):
+def _same_strides(t, strides):
+    """Whether t walks its elements as `strides` would (dims of size 1 do not count)."""
+    return all(size <= 1 or a == b for size, a, b in zip(t.shape, t.stride(), strides))
+
+
+def _copy_with_strides(t, strides):
+    """A copy of t laid out with `strides` (eager's, dense), or as t is when None."""
+    if strides is None:
+        return t.clone()
+    return torch.empty_strided(t.shape, strides, dtype=t.dtype, device="cpu").copy_(t)
+
+
+def _copy_keeping_views(tensors, indices, view_roots, eager_layouts, dense_strides):
     """Replaces tensors[k] for k in `indices` by copies. Those that are views of one value in
     eager (a clone and a slice of it) are copied together, as views of one copy of the bytes
     they span, so that a later in-place op on one still shows in the others. That holds only
@@ -458,13 +484,13 @@ def _copy_keeping_views(tensors, indices, view_roots, eager_layouts):
     groups = {}
     for k in indices:
         if tensors[k].numel() == 0:  # its address means nothing
-            tensors[k] = tensors[k].clone()
+            tensors[k] = _copy_with_strides(tensors[k], dense_strides[k])
         else:
             groups.setdefault(view_roots[k], []).append(k)
     for group in groups.values():
         if len(group) == 1 or not _laid_out_as_eager(tensors, group, eager_layouts):
             for k in group:
-                tensors[k] = tensors[k].clone()
+                tensors[k] = _copy_with_strides(tensors[k], dense_strides[k])
             continue
         spans = [_address_span(tensors[k]) for k in group]
         # Aligned down to 16 bytes (within the allocation, which starts 64-aligned), so that
@@ -509,6 +535,38 @@ def _eager_layouts(gm):
         static = all(isinstance(v, int) for v in (*strides, offset))
         layouts.append((strides, offset) if static else None)
     return layouts
+
+
+def _contiguous_strides(layout, strides, shape):
+    """Whether static `strides` over static `shape` are row-major contiguous."""
+    if layout is None or shape is None:
+        return False
+    expected = 1
+    for size, stride in reversed(list(zip(shape, strides))):
+        if size > 1 and stride != expected:
+            return False
+        expected *= size
+    return True
+
+
+def _eager_shapes(gm):
+    """Per tensor output of the graph: its shape in eager when static, else None."""
+    out = [n for n in gm.graph.nodes if n.op == "output"][0]
+    results = out.args[0] if isinstance(out.args[0], (list, tuple)) else [out.args[0]]
+    shapes = []
+    for r in results:
+        if isinstance(r, torch.fx.Node) and _is_tensor_node(r):
+            shape = tuple(r.meta["val"].shape)
+            shapes.append(shape if all(isinstance(d, int) for d in shape) else None)
+    return shapes
+
+
+def _eager_dense_strides(gm):
+    """Per tensor output of the graph: eager's strides when static, dense and without overlap
+    (so that a copy can have them), else None."""
+    out = [n for n in gm.graph.nodes if n.op == "output"][0]
+    results = out.args[0] if isinstance(out.args[0], (list, tuple)) else [out.args[0]]
+    return [_eager_strides(r) for r in results if isinstance(r, torch.fx.Node) and _is_tensor_node(r)]
 
 
 def _address_span(t):
