@@ -105,3 +105,30 @@ TEST_CASE("integer operands convert to the promoted dtype before the op", "[regr
   CHECK(maximum(u, m).to_vector() == std::vector<double>{254, 254});
   CHECK(floor_divide(u, m).to_vector() == std::vector<double>{0, 0});
 }
+
+TEST_CASE("copies and fills past 1 MiB split over threads give every element once", "[regression][threads]") {
+  // runtime/kernels/common.cpp splits large copies along the first dim longer than 1, and fills
+  // by chunks: a transposed source, a conversion, a pad and a leading dim of 1.
+  Tensor x = uniform({1, 600, 700}, 1, -1, 1);
+  Tensor t = transpose(x, 1, 2);  // [1, 700, 600], strided
+  Array got = t.array().contiguous(), want_src = t.array();
+  bool same = true;
+  for (int64_t i = 0; i < 700 && same; ++i)
+    for (int64_t j = 0; j < 600 && same; ++j) same = got.get(i * 600 + j) == want_src.get(i * 600 + j);
+  CHECK(same);
+  Array wide = cast(t, DType::Float64).array().contiguous();  // a strided copy with conversion
+  bool converted = true;
+  for (int64_t i = 0; i < 700 * 600 && converted; ++i) converted = wide.get(i) == got.get(i);
+  CHECK(converted);
+  Tensor padded = pad(x, {3, 5, 2, 1}, 7.5);  // [1, 603, 708]
+  REQUIRE(padded.shape() == std::vector<int64_t>{1, 603, 708});
+  Array p = padded.array(), src = x.array();
+  bool right = true;
+  for (int64_t i = 0; i < 603 && right; ++i)
+    for (int64_t j = 0; j < 708 && right; ++j) {
+      bool inside = i >= 2 && i < 602 && j >= 3 && j < 703;
+      double want = inside ? src.get((i - 2) * 700 + (j - 3)) : 7.5;
+      right = p.get(i * 708 + j) == want;
+    }
+  CHECK(right);
+}
