@@ -529,3 +529,73 @@ def test_contiguous_outputs_are_contiguous_as_in_eager(fn):
     assert_same(actual, expected)
     assert actual.is_contiguous() and actual.stride() == expected.stride()
     assert torch.equal(actual.view(-1), expected.view(-1))
+
+
+def _expand_contiguous_row_zeroed(x):
+    y = x.sum(0, keepdim=True).expand(3, 4).contiguous()  # the copy is elided in ember
+    r = y[1]
+    torch._dynamo.graph_break()
+    r.zero_()
+    return y
+
+
+def _constant_row_written(x):
+    buf = torch.zeros(2, 3)
+    row = buf[1]
+    torch._dynamo.graph_break()
+    row.copy_(x)
+    return buf
+
+
+def _transposed_copy_row_zeroed(x):
+    y = x.t().contiguous()
+    r = y[0]
+    torch._dynamo.graph_break()
+    r.zero_()
+    return y
+
+
+def _expanded_rows_filled(x):
+    y = (x[:, 0] * 2).unsqueeze(1).expand(-1, 3).contiguous()
+    r = y[1]
+    torch._dynamo.graph_break()
+    r.fill_(-7)
+    return y
+
+
+@pytest.mark.parametrize("fn", [_expand_contiguous_row_zeroed, _constant_row_written, _transposed_copy_row_zeroed,
+                                _expanded_rows_filled],
+                         ids=["expand_contiguous", "constant_and_view", "transpose_contiguous", "expand_fill"])
+@pytest.mark.parametrize("dynamic", [False, True])
+def test_outputs_that_view_one_value_alias_as_in_eager(fn, dynamic):
+    x = torch.arange(12.0).view(4, 3)[:3, :] if fn is not _constant_row_written else torch.tensor([5.0, 6.0, 7.0])
+    if fn is _expand_contiguous_row_zeroed:
+        x = torch.arange(12.0).view(3, 4)
+    expected, actual, _ = run_both(fn, x, dynamic=dynamic)
+    assert_same(actual, expected)
+
+
+@pytest.mark.parametrize("fn", [
+    lambda x: x.sum(0, keepdim=True).expand(3, x.shape[1]).contiguous(),
+    lambda x: x.transpose(0, 1).contiguous(),
+], ids=["expand", "transpose"])
+def test_dynamic_outputs_eager_makes_contiguous_are_contiguous(fn):
+    compiled = ember.compile(fn, dynamic=True)
+    for n in (4, 5):
+        x = torch.randn(3, n)
+        expected, actual = fn(x), compiled(x)
+        assert actual.stride() == expected.stride()
+        actual[1].zero_()
+        expected[1].zero_()
+        assert_same(actual, expected)
+
+
+def test_clone_with_a_view_of_a_misaligned_input():
+    import numpy as np
+    array = np.frombuffer(bytearray(80), dtype=np.float32, offset=2, count=16)
+    x = torch.from_numpy(array).view(4, 4)
+    x.copy_(torch.arange(16.0).view(4, 4))
+    fn = lambda x: (lambda y: (y, y[1]))(x.clone())  # noqa: E731
+    assert x.data_ptr() % 4 != 0  # run_both would pass an aligned clone: call it on x itself
+    expected, actual = fn(x), ember.compile(fn)(x)
+    assert_same(actual, expected)

@@ -5,7 +5,6 @@ node an ember op through its lowering (_lower.py), or a torch call when there is
 declines the case. Every lowered node is checked against the dtype and shape PyTorch's meta
 says it has; a mismatch also makes it a torch call. get_attr tensors are inputs bound once.
 """
-import ctypes
 import operator
 import os
 import time
@@ -139,18 +138,15 @@ class CompiledFx:
         weakref.finalize(self, _torch_calls.release, list(self.torch_calls))
         self.translate_ms = (time.perf_counter() - start) * 1e3
         self.view_roots = _view_roots(gm)  # per ember output
-        self.eager_layouts = _eager_layouts(gm)  # likewise
-        self.eager_shapes = _eager_shapes(gm)
-        # Outputs that are contiguous in memory of their own in eager: ember may give them other
-        # strides (x.t().contiguous() is a view in ember), and a caller's next .view() relies
-        # on eager's. (Where eager's are not contiguous, ember's contiguous ones break nothing
-        # and cost no copy: GPT-2's key-value cache.)
-        dense = _eager_dense_strides(gm)
-        alone = [k for k, root in enumerate(self.view_roots)
-                 if not isinstance(root, tuple) and self.view_roots.count(root) == 1]
-        self.eager_strides = [(k, dense[k]) for k in alone if dense[k] is not None and _contiguous_strides(
-            self.eager_layouts[k], dense[k], self.eager_shapes[k])]
-        self.dense_strides = dense
+        # Where each output lives in eager: a view of an input, or of memory of its own (its
+        # root), with eager's layout as functions of the sizes. The call puts outputs that ember
+        # lays out otherwise back in eager's layout (see _as_eager).
+        self.layouts = _EagerLayouts(gm, self.symbols)
+        self.groups = {}
+        for k, root in enumerate(self.view_roots):
+            if not isinstance(root, tuple):
+                self.groups.setdefault(root, []).append(k)
+        self.groups = list(self.groups.values())
         self.input_sources = [(_SOURCE_KINDS[kind], src) for kind, src in self.inputs]
         self.outputs_are_tensors = [o for o in self.outputs] == [("ember", k) for k in range(len(self.outputs))]
 
@@ -359,12 +355,12 @@ class CompiledFx:
         tensors = [from_dlpack(c) for c in capsules]
         # Shared memory where eager's results do not share it: a copy, as PyTorch may mutate one
         # of them (a clone of an input, two equal values that CSE merged).
-        unshare = [k for k, share in enumerate(shares) if share != -1 and not self._may_share(k, share)]
-        if unshare:
-            _copy_keeping_views(tensors, unshare, self.view_roots, self.eager_layouts, self.dense_strides)
-        for k, strides in self.eager_strides:
-            if not _same_strides(tensors[k], strides):
-                tensors[k] = _copy_with_strides(tensors[k], strides)
+        unshare = {k for k, share in enumerate(shares) if share != -1 and not self._may_share(k, share)}
+        for group in self.groups:
+            _as_eager(tensors, group, unshare, self.layouts, values)
+        for k in unshare:  # views of inputs in eager, sharing something else in ember
+            if isinstance(self.view_roots[k], tuple):
+                tensors[k] = tensors[k].clone()
         if self.outputs_are_tensors:  # the common case: the graph's outputs are its tensors, in order
             return tensors
         out = []
@@ -461,86 +457,94 @@ def _through_views(node):
     return chain
 
 
-def _same_strides(t, strides):
-    """Whether t walks its elements as `strides` would (dims of size 1 do not count)."""
-    return all(size <= 1 or a == b for size, a, b in zip(t.shape, t.stride(), strides))
+class _EagerLayouts:
+    """Eager's layout of each tensor output and of the memory it views (its root), as
+    functions of a call's symbol values; None where a size is not one ember can evaluate."""
+
+    def __init__(self, gm, symbols):
+        out = [n for n in gm.graph.nodes if n.op == "output"][0]
+        results = out.args[0] if isinstance(out.args[0], (list, tuple)) else [out.args[0]]
+        results = [r for r in results if isinstance(r, torch.fx.Node) and _is_tensor_node(r)]
+        roots = _view_roots(gm)
+        self.outputs = [self._layout(r.meta["val"], symbols) for r in results]
+        self.roots = [None if isinstance(root, tuple) else self._layout(root.meta.get("val"), symbols)
+                      for root in roots]
+
+    @staticmethod
+    def _layout(val, symbols):
+        if not isinstance(val, torch.Tensor):
+            return None
+        parts = [*val.shape, *val.stride(), val.storage_offset()]
+        fns = []
+        for p in parts:
+            if isinstance(p, int):
+                fns.append(p)
+                continue
+            expr = p.node.expr if isinstance(p, torch.SymInt) else None
+            if expr is None or not expr.free_symbols <= set(symbols.ids):
+                return None
+            fns.append(symbols.value_function(expr))
+        rank = val.dim()
+        if all(isinstance(f, int) for f in fns):  # static: evaluated once
+            return rank, (fns[:rank], fns[rank:2 * rank], fns[2 * rank])
+        return rank, fns
+
+    @staticmethod
+    def evaluate(layout, values):
+        """(shape, strides, offset) of a layout for this call."""
+        rank, fns = layout
+        if isinstance(fns, tuple):
+            return fns
+        ints = [f if isinstance(f, int) else int(f(values)) for f in fns]
+        return ints[:rank], ints[rank:2 * rank], ints[2 * rank]
 
 
-def _copy_with_strides(t, strides):
-    """A copy of t laid out with `strides` (eager's, dense), or as t is when None."""
-    if strides is None:
-        return t.clone()
-    return torch.empty_strided(t.shape, strides, dtype=t.dtype, device="cpu").copy_(t)
-
-
-def _copy_keeping_views(tensors, indices, view_roots, eager_layouts, dense_strides):
-    """Replaces tensors[k] for k in `indices` by copies. Those that are views of one value in
-    eager (a clone and a slice of it) are copied together, as views of one copy of the bytes
-    they span, so that a later in-place op on one still shows in the others. That holds only
-    where ember's memory is laid out as eager's (strides, and offsets from one another): a
-    clone that ember elided can leave two parts of eager's value at one address, and those are
-    copied one by one. (Each tensor from DLPack has its own storage that starts at its data:
-    only their addresses relate them.)"""
-    groups = {}
-    for k in indices:
-        if tensors[k].numel() == 0:  # its address means nothing
-            tensors[k] = _copy_with_strides(tensors[k], dense_strides[k])
-        else:
-            groups.setdefault(view_roots[k], []).append(k)
-    for group in groups.values():
-        if len(group) == 1 or not _laid_out_as_eager(tensors, group, eager_layouts):
-            for k in group:
-                tensors[k] = _copy_with_strides(tensors[k], dense_strides[k])
+def _as_eager(tensors, group, unshare, layouts, values):
+    """Puts the outputs of `group` (views of one value of eager's own memory) in eager's layout
+    where ember's differs in a way the caller can see: members that eager keeps apart sharing
+    memory (an elided clone of an expansion), members that eager lets share memory held apart
+    (a constant and a view of it), a contiguous output that is not, or memory that ember shares
+    with an input or another output. Then the group is rebuilt: one buffer in the root's
+    layout, each member copied into its eager view, so in-place ops later act as in eager."""
+    if any(layouts.outputs[k] is None for k in group) or layouts.roots[group[0]] is None:
+        for k in group:  # eager's layout is unknown: a plain copy where one is needed
+            if k in unshare:
+                tensors[k] = tensors[k].clone()
+        return
+    eager = [layouts.evaluate(layouts.outputs[k], values) for k in group]
+    if not any(k in unshare for k in group):
+        if len(group) == 1 and _harmless_layout(tensors[group[0]], eager[0]):
+            return
+        if _same_layout([tensors[k] for k in group], eager):
+            return
+    root_shape, root_strides, root_offset = layouts.evaluate(layouts.roots[group[0]], values)
+    root = torch.empty_strided(root_shape, root_strides, dtype=tensors[group[0]].dtype, device="cpu")
+    for k, (shape, strides, offset) in zip(group, eager):
+        src = tensors[k]
+        view = root.as_strided(shape, strides, offset - root_offset)
+        dst = view
+        for d, (size, stride) in enumerate(zip(shape, strides)):
+            if stride == 0 and size > 1:  # broadcast in eager: one slice holds every value
+                dst, src = dst.narrow(d, 0, 1), src.narrow(d, 0, 1)
+        if src.dtype != view.dtype:  # a member that views the root as another dtype
+            tensors[k] = src.clone()
             continue
-        spans = [_address_span(tensors[k]) for k in group]
-        # Aligned down to 16 bytes (within the allocation, which starts 64-aligned), so that
-        # every member's offset is a whole number of its elements.
-        low = min(lo for lo, _ in spans) // 16 * 16
-        size = max(hi for _, hi in spans) - low
-        # The bytes as they are (a strided copy_ refuses members that overlap themselves).
-        source = torch.frombuffer((ctypes.c_char * size).from_address(low), dtype=torch.uint8)
-        buffer = source.clone().untyped_storage()
-        for k in group:
-            t = tensors[k]
-            offset = (t.data_ptr() - low) // t.element_size()
-            tensors[k] = torch.empty(0, dtype=t.dtype, device="cpu").set_(buffer, offset, t.shape, t.stride())
+        dst.copy_(src)
+        tensors[k] = view
 
 
-def _laid_out_as_eager(tensors, group, eager_layouts):
-    """Whether the tensors of `group` have eager's strides and eager's byte offsets from one
-    another."""
-    if any(eager_layouts[k] is None for k in group):
+def _harmless_layout(t, eager):
+    """Whether a lone output's strides, other than eager's, change nothing the caller can do:
+    it does not overlap itself where eager's does not, and it is contiguous where eager's is.
+    (Copying it otherwise costs a copy per call for nothing: GPT-2's key-value cache.)"""
+    shape, strides, _ = eager
+    ours = t.stride()
+    if any(size > 1 and a == 0 and b != 0 for size, a, b in zip(shape, ours, strides)):
         return False
-    first = min(tensors[k].data_ptr() for k in group)
-    first_eager = min(eager_layouts[k][1] * tensors[k].element_size() for k in group)
-    for k in group:
-        strides, offset = eager_layouts[k]
-        t = tensors[k]
-        if tuple(t.stride()) != strides or t.data_ptr() - first != offset * t.element_size() - first_eager:
-            return False
-    return True
+    return t.is_contiguous() or not _is_contiguous(shape, strides)
 
 
-def _eager_layouts(gm):
-    """Per tensor output of the graph: (strides, storage offset) in eager, or None where they
-    are symbolic."""
-    out = [n for n in gm.graph.nodes if n.op == "output"][0]
-    results = out.args[0] if isinstance(out.args[0], (list, tuple)) else [out.args[0]]
-    layouts = []
-    for r in results:
-        if not (isinstance(r, torch.fx.Node) and _is_tensor_node(r)):
-            continue
-        val = r.meta["val"]
-        strides, offset = tuple(val.stride()), val.storage_offset()
-        static = all(isinstance(v, int) for v in (*strides, offset))
-        layouts.append((strides, offset) if static else None)
-    return layouts
-
-
-def _contiguous_strides(layout, strides, shape):
-    """Whether static `strides` over static `shape` are row-major contiguous."""
-    if layout is None or shape is None:
-        return False
+def _is_contiguous(shape, strides):
     expected = 1
     for size, stride in reversed(list(zip(shape, strides))):
         if size > 1 and stride != expected:
@@ -549,30 +553,20 @@ def _contiguous_strides(layout, strides, shape):
     return True
 
 
-def _eager_shapes(gm):
-    """Per tensor output of the graph: its shape in eager when static, else None."""
-    out = [n for n in gm.graph.nodes if n.op == "output"][0]
-    results = out.args[0] if isinstance(out.args[0], (list, tuple)) else [out.args[0]]
-    shapes = []
-    for r in results:
-        if isinstance(r, torch.fx.Node) and _is_tensor_node(r):
-            shape = tuple(r.meta["val"].shape)
-            shapes.append(shape if all(isinstance(d, int) for d in shape) else None)
-    return shapes
-
-
-def _eager_dense_strides(gm):
-    """Per tensor output of the graph: eager's strides when static, dense and without overlap
-    (so that a copy can have them), else None."""
-    out = [n for n in gm.graph.nodes if n.op == "output"][0]
-    results = out.args[0] if isinstance(out.args[0], (list, tuple)) else [out.args[0]]
-    return [_eager_strides(r) for r in results if isinstance(r, torch.fx.Node) and _is_tensor_node(r)]
-
-
-def _address_span(t):
-    """The addresses non-empty tensor t can reach: [first, past the last)."""
-    last = sum((size - 1) * stride for size, stride in zip(t.shape, t.stride()))
-    return t.data_ptr(), t.data_ptr() + (last + 1) * t.element_size()
+def _same_layout(tensors, eager):
+    """Whether ember's tensors have eager's strides and byte offsets from one another (dims of
+    size 1 do not count), so that they share memory exactly where eager's do."""
+    for t, (shape, strides, _) in zip(tensors, eager):
+        if any(size > 1 and a != b for size, a, b in zip(t.shape, t.stride(), strides)):
+            return False
+    if len(tensors) == 1:
+        return True
+    if any(t.numel() == 0 for t in tensors):
+        return False
+    first = min(t.data_ptr() for t in tensors)
+    first_eager = min(offset * t.element_size() for t, (_, _, offset) in zip(tensors, eager))
+    return all(t.data_ptr() - first == offset * t.element_size() - first_eager
+               for t, (_, _, offset) in zip(tensors, eager))
 
 
 def _view_roots(gm):
