@@ -502,13 +502,16 @@ def test_sixteen_threads_with_changing_sizes():
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
 @pytest.mark.parametrize("op", [torch.add, torch.sub, torch.mul, torch.div], ids=["add", "sub", "mul", "div"])
-@pytest.mark.parametrize("scalar", [5005, 5005.7, "tensor"])
+@pytest.mark.parametrize("scalar", [5005, 5005.7, "tensor", "tensor first"])
 def test_low_precision_arithmetic_with_a_scalar_as_eager(dtype, op, scalar):
-    # add and sub round the scalar to the tensor's dtype first; mul and div take it unrounded.
+    # add and sub round the scalar to the tensor's dtype first; mul and div take it unrounded
+    # as the second operand, rounded as the first.
     torch.manual_seed(0)
     x = (torch.randn(1000) * 3).to(dtype)
     if scalar == "tensor":
         fn, args = (lambda a, b: op(a, b)), (x, torch.tensor(5005.7))
+    elif scalar == "tensor first":
+        fn, args = (lambda a, b: op(b, a)), (x, torch.tensor(0.1))
     else:
         fn, args = (lambda a: op(a, scalar)), (x,)
     expected, actual, compiled = run_both(fn, *args)

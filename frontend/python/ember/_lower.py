@@ -78,9 +78,10 @@ def _scalar_like(x):
 def _in_opmath(cx, name, args):
     """PyTorch's CPU kernels compute float16/bfloat16 arithmetic with a scalar operand (a Python
     number or a 0-d tensor) in float32 and round the result once. mul and div take the scalar
-    unrounded (1e5 is inf in float16, and x * 1e5 is not); add and sub round it to the tensor's
-    dtype first (x + 5005 adds 5004 in float16). The op runs in float32 here, with the scalar as
-    PyTorch takes it. None when that does not apply."""
+    unrounded when it is the second operand (1e5 is inf in float16, and x * 1e5 is not); add and
+    sub, and a 0-d tensor first, round it to the tensor's dtype first (x + 5005 adds 5004 in
+    float16). The op runs in float32 here, with the scalar as PyTorch takes it. None when that
+    does not apply."""
     if name not in _OPMATH_OPS:
         return None
     tensors = [a for a in args if _is_value(a) and len(a.shape) > 0]
@@ -90,8 +91,8 @@ def _in_opmath(cx, name, args):
     if low not in _LOW_PRECISION or any(t.dtype != low for t in tensors):
         return None
     wide = []
-    for a in args:
-        rounded = name in ("add", "sub") and _scalar_like(a)
+    for position, a in enumerate(args):
+        rounded = _scalar_like(a) and (name in ("add", "sub") or position == 0)
         a = operand(cx, a, tensors[0])
         if rounded and a.dtype != low:
             a = cx.op("cast", [a], {"dtype": low})
