@@ -141,7 +141,7 @@ class CompiledFx:
         # Where each output lives in eager: a view of an input, or of memory of its own (its
         # root), with eager's layout as functions of the sizes. The call puts outputs that ember
         # lays out otherwise back in eager's layout (see _as_eager).
-        self.layouts = _EagerLayouts(gm, self.symbols)
+        self.layouts = _EagerLayouts(gm, self.symbols, self.view_roots)
         self.groups = {}
         for k, root in enumerate(self.view_roots):
             if not isinstance(root, tuple):
@@ -458,14 +458,14 @@ def _through_views(node):
 
 
 class _EagerLayouts:
-    """Eager's layout of each tensor output and of the memory it views (its root), as
-    functions of a call's symbol values; None where a size is not one ember can evaluate."""
+    """Eager's layout of each tensor output and of the memory it views (its root, from
+    _view_roots), as functions of a call's symbol values; None where a size is not one ember can
+    evaluate."""
 
-    def __init__(self, gm, symbols):
+    def __init__(self, gm, symbols, roots):
         out = [n for n in gm.graph.nodes if n.op == "output"][0]
         results = out.args[0] if isinstance(out.args[0], (list, tuple)) else [out.args[0]]
         results = [r for r in results if isinstance(r, torch.fx.Node) and _is_tensor_node(r)]
-        roots = _view_roots(gm)
         self.outputs = [self._layout(r.meta["val"], symbols) for r in results]
         self.roots = [None if isinstance(root, tuple) else self._layout(root.meta.get("val"), symbols)
                       for root in roots]
