@@ -11,7 +11,7 @@
 namespace ember::codegen {
 
 std::string KernelSpec::str() const {
-  std::string out = "kernel rank=" + std::to_string(rank) + " {\n";
+  std::string out = "kernel rank=" + std::to_string(rank) + (columns ? " columns" : "") + " {\n";
   for (size_t i = 0; i < inputs.size(); ++i) {
     out += "  %" + std::to_string(i) + " = load in" + std::to_string(i) + " : " +
            std::string(dtype_name(inputs[i].dtype)) + "[";
@@ -39,9 +39,9 @@ bool KernelSpec::reduces() const {
   return std::any_of(body.begin(), body.end(), [](const KernelInstr& b) { return is_row_reduction(b.op); });
 }
 
-std::vector<bool> KernelSpec::row_values() const {
+std::vector<bool> KernelSpec::line_values() const {
   std::vector<bool> row;
-  for (const KernelInput& in : inputs) row.push_back(in.broadcast.back());
+  for (const KernelInput& in : inputs) row.push_back(in.broadcast[reduced_dim()]);
   for (const KernelInstr& b : body) {
     bool all = true;
     for (int a : b.args) all = all && row[a];
@@ -155,6 +155,8 @@ class SpecParser {
     r.expect("rank=");
     spec_.rank = r.number();
     if (spec_.rank < 1) r.fail("the rank must be at least 1");
+    spec_.columns = r.accept("columns");
+    if (spec_.columns && spec_.rank < 2) r.fail("a column kernel has rank 2 or more");
     r.expect("{");
   }
 

@@ -16,9 +16,12 @@
 //
 // A row kernel also reduces over the domain's last dim: a `sum`, `mean`, `max` or `min`
 // instruction folds its argument over the row (computing in `compute`, the accumulator) into one
-// value per row. Row values (reductions, inputs broadcast along the last dim, and elementwise
-// instructions over only those) are computed once per row; an output that is a row value is
-// stored once per row (its array is the domain with the last dim 1, or without it).
+// value per row. A column kernel (`columns` in the header) folds over the dim before the last
+// instead, and keeps the last dim, along which it runs in vectors. The lines a kernel folds
+// (rows or columns) each have their line values (reductions, inputs broadcast along the reduced
+// dim, and elementwise instructions over only those), computed once per line; an output that is a
+// line value is stored once per line (its array is the domain with the reduced dim 1; a row
+// kernel's may also lack it).
 //
 // Sizes and strides are not in the spec: they are run-time arguments, so one compiled kernel
 // serves every size (symbolic or static) with the same structure, and the spec's text is the
@@ -55,6 +58,7 @@ struct KernelInstr {
 
 struct KernelSpec {
   int rank = 1;
+  bool columns = false;  // a reducing kernel folds the dim before the last (else the last)
   std::vector<KernelInput> inputs;
   std::vector<KernelInstr> body;
   std::vector<int> outputs;  // value numbers stored, each in its value's dtype
@@ -62,9 +66,11 @@ struct KernelSpec {
   DType dtype_of(int value) const {
     return value < static_cast<int>(inputs.size()) ? inputs[value].dtype : body[value - inputs.size()].dtype;
   }
-  // Whether the kernel reduces (a row kernel), and which values are row values.
+  // Whether the kernel reduces (a row or column kernel), the dim it folds, and which values are
+  // line values.
   bool reduces() const;
-  std::vector<bool> row_values() const;
+  int reduced_dim() const { return columns ? rank - 2 : rank - 1; }
+  std::vector<bool> line_values() const;
   std::string str() const;
   // The hex SHA-256 of str(): the kernel's name and cache key.
   std::string hash() const;
@@ -73,7 +79,7 @@ struct KernelSpec {
 // Parses the text form; throws ember::Error(Value) naming the line on malformed text.
 KernelSpec parse_kernel_spec(const std::string& text);
 
-// Whether an instruction of this op folds over the row.
+// Whether an instruction of this op folds over the kernel's lines.
 bool is_row_reduction(Op op);
 
 // The spec of a fusion group: its nodes (in graph order) over `domain`, the values it reads from

@@ -13,7 +13,7 @@
 namespace ember::codegen {
 
 bool cpu_can_compute(const Node* n) {
-  if (reduces_last_dim(n)) return cpu::can_emit_row_reduction(n);
+  if (folded_dim(n) >= 0) return cpu::can_emit_reduction(n);
   if (!n->info().is_elementwise() || n->num_outputs() != 1) return false;
   std::vector<TensorType> types;
   for (const Value& in : n->inputs()) types.push_back(in.type());
@@ -50,6 +50,7 @@ std::shared_ptr<const Executable> build_cpu_executable(std::unique_ptr<Graph> gr
       step.outputs = group_outputs(group, returned);
       if (step.outputs.empty()) continue;  // dead: nothing reads it (DCE keeps only nodes that must run)
       specs.push_back(spec_of_group(group.nodes, group.domain, step.outputs, step.inputs));
+      specs.back().columns = group.folds >= 0 && group.folds == static_cast<int>(group.domain.size()) - 2;
       step.nodes.assign(group.nodes.begin(), group.nodes.end());
       steps.push_back(std::move(step));
     }

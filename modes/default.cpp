@@ -7,7 +7,8 @@ ModeConfig default_mode() {
   ModeConfig m;
   m.name = "default";
   m.passes = {
-      "decompose-rows",  // softmax, the norms, ...: one row kernel each after fusion
+      "decompose-fusible",    // softmax, the norms, ...: one row kernel each after fusion
+      "split-reductions",  // reductions over any dims: row and column kernels
       "constant-fold",  // evaluate small constant subgraphs
       "simplify",       // algebraic identities (x * 1, reshape to the same shape, ...)
       "cse",            // merge identical nodes

@@ -19,21 +19,22 @@ void check_replacement(const Node* n, const std::vector<Value>& values) {
                 n->types[i].str());
 }
 
-// Whether n's decomposition reduces only along the last dim (or not at all), so that it becomes
-// elementwise nodes and reductions one row kernel holds (passes/fuse.h).
-bool row_wise(const Node* n) {
+// Whether n's decomposition is elementwise nodes and reductions (over any dims: split-reductions
+// makes them what row and column kernels fold), so that fusion makes it a few kernels.
+bool fusible(const Node* n) {
   const TensorType& x = n->inputs()[0].type();
   int64_t rank = static_cast<int64_t>(x.shape.size());
   if (rank == 0) return false;
-  auto last = [&](int64_t axis) { return normalize_axis(n->info().name, axis, rank) == rank - 1; };
   switch (n->op) {
-    case Op::Softmax: case Op::LogSoftmax: return last(attr_int(n->attrs, "axis"));
-    case Op::LayerNorm: case Op::NativeLayerNorm: case Op::RmsNorm: return attr_int(n->attrs, "ndim") == 1;
-    case Op::BatchNorm: return true;  // per-channel arithmetic, no reduction
+    case Op::Softmax: case Op::LogSoftmax: case Op::LayerNorm: case Op::NativeLayerNorm: case Op::RmsNorm:
+    case Op::BatchNorm: case Op::NativeBatchNorm: case Op::Var: case Op::VarMean: case Op::LogSumExp:
+      return true;
     // Attention stays whole: the interpreter's blocked kernel never writes the L x S scores that
     // the decomposition (matmuls around a row softmax) writes and reads ([Note: blocked attention]).
     case Op::ScaledDotProductAttention: return false;
-    case Op::Var: case Op::Std: case Op::LogSumExp: {
+    // std in float32 is sqrt of a float32 variance, which overflows where eager's (accumulated in
+    // double) is finite; over the last dim with keepdim it is already a row kernel's.
+    case Op::Std: {
       std::vector<int64_t> axes = normalize_axes(n->info().name, attr_ints(n->attrs, "axes"), rank);
       return axes == std::vector<int64_t>{rank - 1} && attr_bool(n->attrs, "keepdim");
     }
@@ -43,16 +44,16 @@ bool row_wise(const Node* n) {
 
 class Decompose : public Pass {
  public:
-  explicit Decompose(bool rows_only) : rows_only_(rows_only) {}
-  std::string_view name() const override { return rows_only_ ? "decompose-rows" : "decompose"; }
+  explicit Decompose(bool rows_only) : fusible_only_(rows_only) {}
+  std::string_view name() const override { return fusible_only_ ? "decompose-fusible" : "decompose"; }
 
   bool run(Graph& g) override {
-    // decompose-rows exists for fusion: without code generation the interpreter runs the
+    // decompose-fusible exists for fusion: without code generation the interpreter runs the
     // composites directly, faster and bit for bit as eager.
-    if (rows_only_ && config::get("EMBER_CODEGEN") == "0") return false;
+    if (fusible_only_ && config::get("EMBER_CODEGEN") == "0") return false;
     bool changed = false;
     for (Node* n : g.nodes()) {  // a snapshot: the new nodes are primitives, nothing to revisit
-      if (!n->info().has_decomposition() || (rows_only_ && !row_wise(n))) continue;
+      if (!n->info().has_decomposition() || (fusible_only_ && !fusible(n))) continue;
       Builder b(g, n);
       std::vector<Value> values = n->info().decompose(b, n->inputs(), n->attrs);
       if (values.empty()) continue;  // declined: the node stays
@@ -64,12 +65,12 @@ class Decompose : public Pass {
   }
 
  private:
-  bool rows_only_;
+  bool fusible_only_;
 };
 
 }  // namespace
 
 std::unique_ptr<Pass> make_decompose() { return std::make_unique<Decompose>(false); }
-std::unique_ptr<Pass> make_decompose_rows() { return std::make_unique<Decompose>(true); }
+std::unique_ptr<Pass> make_decompose_fusible() { return std::make_unique<Decompose>(true); }
 
 }  // namespace ember

@@ -6,9 +6,10 @@
 // faster (EMBER_EXTRA_PASSES=decompose runs it after a mode's passes). Leaves the replaced nodes
 // dead: run dce after it.
 //
-// decompose-rows (every mode): only the composites whose decomposition reduces along the last dim
-// alone (softmax and log_softmax over it, the norms over one dim, inference batch norm, var, std
-// and logsumexp over it with keepdim, attention: two matmuls around a softmax), which fusion
-// then makes one row kernel each; nothing while code generation is off (EMBER_CODEGEN=0).
+// decompose-fusible (every mode): only the composites whose decompositions fusion makes kernels
+// of: softmax and log_softmax, the norms, batch norm (inference and training), var, var_mean and
+// logsumexp, over any dims (split-reductions makes their reductions row and column reductions),
+// std over the last dim with keepdim, attention as two matmuls around a row softmax (but see
+// below). Nothing while code generation is off (EMBER_CODEGEN=0).
 #pragma once
 #include "passes/pass.h"

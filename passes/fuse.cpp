@@ -20,7 +20,7 @@ class Fuser {
     for (Node* n : g.nodes()) {
       if (n->num_outputs() != 1 || !can_compute_(n)) continue;
       if (n->info().is_elementwise()) place(n, n->type().shape);
-      else if (reduces_last_dim(n)) place(n, n->inputs()[0].type().shape);
+      else if (folded_dim(n) >= 0) place(n, n->inputs()[0].type().shape);
     }
   }
 
@@ -37,15 +37,26 @@ class Fuser {
   // elementwise node over a row group's rows joins it too) and merges them into one when that
   // keeps it convex; else joins the first one that does; else starts a group.
   void place(Node* n, const Shape& domain) {
-    bool reduction = !n->info().is_elementwise();
+    const int folds = n->info().is_elementwise() ? -1 : folded_dim(n);
     std::vector<int> candidates;
     std::string why_not;
+    // A group n can join: of its domain (or of its lines' shape, for elementwise n), folding the
+    // same dim if both fold one, and agreeing with the candidates so far.
+    auto fits = [&](const FusionGroup& group) {
+      bool same = group.domain == domain && (folds < 0 || group.folds < 0 || group.folds == folds);
+      bool on_lines = folds < 0 && group.folds >= 0 && lines_of(group) == domain;
+      if (!same && !on_lines) return false;
+      for (int c : candidates) {
+        const FusionGroup& other = groups_[c];
+        if (other.domain != group.domain || (other.folds >= 0 && group.folds >= 0 && other.folds != group.folds))
+          return false;
+      }
+      return true;
+    };
     for (const Value& in : n->inputs()) {
       int g = group_of_[in.node->id()];
       if (g < 0 || std::find(candidates.begin(), candidates.end(), g) != candidates.end()) continue;
-      const FusionGroup& group = groups_[g];
-      bool fits = group.domain == domain || (!reduction && group.reduces && rows_of(group.domain) == domain);
-      if (!fits || (!candidates.empty() && group.domain != groups_[candidates[0]].domain)) {
+      if (!fits(groups_[g])) {
         why_not += " group " + std::to_string(g) + ": another domain;";
         continue;
       }
@@ -57,7 +68,7 @@ class Fuser {
       for (const Value& in : n->inputs())
         for (const Use& u : in.node->uses()) {
           int g = u.user && u.user != n ? group_of_[u.user->id()] : -1;
-          if (g >= 0 && groups_[g].domain == domain &&
+          if (g >= 0 && groups_[g].domain == domain && fits(groups_[g]) &&
               std::find(candidates.begin(), candidates.end(), g) == candidates.end())
             candidates.push_back(g);
         }
@@ -65,7 +76,7 @@ class Fuser {
     }
     if (candidates.size() > 1 && !leaves_and_returns(n, candidates)) {
       for (size_t i = 1; i < candidates.size(); ++i) merge(candidates[i], candidates[0]);
-      add(n, candidates[0], reduction);
+      add(n, candidates[0], folds);
       if (log_) config::log("fusion", name(n) + " joins groups " + list(candidates) + ", merged into " + std::to_string(candidates[0]));
       return;
     }
@@ -75,33 +86,34 @@ class Fuser {
                    std::string(path->info().name) + ";";
         continue;
       }
-      add(n, g, reduction);
+      add(n, g, folds);
       if (log_) config::log("fusion", name(n) + " joins group " + std::to_string(g));
       return;
     }
     group_of_[n->id()] = static_cast<int>(groups_.size());
-    groups_.push_back({{n}, domain, reduction});
+    groups_.push_back({{n}, domain, folds});
     if (log_)
       config::log("fusion", name(n) + " starts group " + std::to_string(groups_.size() - 1) +
                                 (why_not.empty() ? "" : " (not joined:" + why_not + ")"));
   }
 
-  // The domain with its last dim 1: the shape of a row's values.
-  static Shape rows_of(Shape domain) {
-    if (!domain.empty()) domain.back() = Dim(1);
-    return domain;
+  // The domain with its folded dim 1: the shape of a line's values.
+  static Shape lines_of(const FusionGroup& group) {
+    Shape lines = group.domain;
+    lines[group.folds] = Dim(1);
+    return lines;
   }
 
-  void add(Node* n, int g, bool reduction) {
+  void add(Node* n, int g, int folds) {
     group_of_[n->id()] = g;
     groups_[g].nodes.push_back(n);
-    groups_[g].reduces = groups_[g].reduces || reduction;
+    if (folds >= 0) groups_[g].folds = folds;
   }
 
   // Moves group `from` into group `into`, keeping graph order; `from` is left empty.
   void merge(int from, int into) {
     for (Node* m : groups_[from].nodes) group_of_[m->id()] = into;
-    groups_[into].reduces = groups_[into].reduces || groups_[from].reduces;
+    if (groups_[from].folds >= 0) groups_[into].folds = groups_[from].folds;
     std::vector<Node*>& a = groups_[into].nodes;
     a.insert(a.end(), groups_[from].nodes.begin(), groups_[from].nodes.end());
     std::sort(a.begin(), a.end(), [&](Node* x, Node* y) { return position_[x->id()] < position_[y->id()]; });
@@ -159,15 +171,19 @@ class Fuser {
 
 }  // namespace
 
-bool reduces_last_dim(const Node* n) {
-  if (!n->info().is_reduction() || n->num_outputs() != 1 || n->inputs().size() != 1) return false;
-  if (n->op != Op::Sum && n->op != Op::Mean && n->op != Op::Max && n->op != Op::Min) return false;
+int folded_dim(const Node* n) {
+  if (!n->info().is_reduction() || n->num_outputs() != 1 || n->inputs().size() != 1) return -1;
+  if (n->op != Op::Sum && n->op != Op::Mean && n->op != Op::Max && n->op != Op::Min) return -1;
   int64_t rank = static_cast<int64_t>(n->inputs()[0].type().shape.size());
-  // Without keepdim, [rows] would broadcast against the domain from the right, not per row (a
-  // 1-d input has one row: its 0-d result broadcasts the same either way).
-  if (rank == 0 || (rank > 1 && !attr_bool(n->attrs, "keepdim"))) return false;
+  if (rank == 0) return -1;
   std::vector<int64_t> axes = normalize_axes(n->info().name, attr_ints(n->attrs, "axes"), rank);
-  return axes == std::vector<int64_t>{rank - 1} || (axes.empty() && rank == 1);
+  if (axes.empty() && rank == 1) return 0;
+  if (axes.size() != 1 || axes[0] < rank - 2) return -1;
+  // Without keepdim, a row kernel's [rows] would broadcast against the domain from the right,
+  // not per row, and a column kernel's [outer, inner] likewise; a 1-d input has one row, and a
+  // 2-d one's columns are its last dim, so theirs broadcast the same either way.
+  bool aligned = attr_bool(n->attrs, "keepdim") || rank == 1 || (rank == 2 && axes[0] == 0);
+  return aligned ? static_cast<int>(axes[0]) : -1;
 }
 
 std::vector<FusionGroup> find_fusion_groups(const Graph& g,

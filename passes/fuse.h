@@ -8,7 +8,8 @@
 // A group is a set of elementwise nodes over one iteration domain; their inputs may broadcast
 // into it. A row group also holds reductions over the domain's last dim (sum, mean, max, min),
 // and elementwise nodes over its rows (the domain with the last dim 1), so that softmax or a
-// layer norm is one kernel: per row, a pass over the row for each level of reductions that
+// layer norm is one kernel; a column group likewise, over the dim before the last (a bias
+// gradient, summed over the batch). In a row group: per row, a pass over the row for each level of reductions that
 // depend on each other, then one that writes the row's outputs. A node the backend can compute joins its producers' groups of
 // its domain, merging them (a where over two fused branches is one kernel), as long as the
 // group stays convex (no path leaves the group and comes back, or it could not run as one
@@ -27,11 +28,12 @@ namespace ember {
 struct FusionGroup {
   std::vector<Node*> nodes;  // in graph order
   Shape domain;              // what the kernel iterates over
-  bool reduces = false;      // a row group: it holds reductions over the domain's last dim
+  int folds = -1;            // the dim of the domain its reductions fold (last: rows; the one before: columns)
 };
 
-// Whether n reduces its input over the input's last dim only (what a row group can hold).
-bool reduces_last_dim(const Node* n);
+// The dim of its input that n reduces, when a row or column group can hold it (the last dim, or
+// the one before it, alone), else -1.
+int folded_dim(const Node* n);
 
 // `can_compute(n)`: whether the backend can compute node n (elementwise, or a reduction of the
 // last dim) inside a kernel.

@@ -27,6 +27,7 @@ std::unique_ptr<Pass> make_cse();
 std::unique_ptr<Pass> make_constant_fold();
 std::unique_ptr<Pass> make_simplify();
 std::unique_ptr<Pass> make_decompose();
-std::unique_ptr<Pass> make_decompose_rows();
+std::unique_ptr<Pass> make_decompose_fusible();
+std::unique_ptr<Pass> make_split_reductions();
 
 }  // namespace ember

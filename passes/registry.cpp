@@ -15,7 +15,8 @@ const std::vector<std::pair<std::string, std::function<std::unique_ptr<Pass>()>>
       {"constant-fold", make_constant_fold},
       {"simplify", make_simplify},
       {"decompose", make_decompose},
-      {"decompose-rows", make_decompose_rows},
+      {"decompose-fusible", make_decompose_fusible},
+      {"split-reductions", make_split_reductions},
   };
   return table;
 }

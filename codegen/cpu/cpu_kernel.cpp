@@ -20,16 +20,17 @@ constexpr int64_t kGrainElements = 32768;
 // The kernel's meta array ([Note: the CPU kernel ABI]): the domain's sizes, then each operand's
 // strides over it, collapsed: size-1 dims other than the last are dropped (their index is always
 // 0), and neighbours that every operand walks as one (stride[d-1] == stride[d] * size[d]) merge.
-// The kernel's rank is kept with leading 1s. A row kernel keeps its last dim (the reduced one)
-// apart. Done in place, in a buffer the thread keeps, so a
-// launch allocates nothing.
-void collapse(int64_t* meta, int rank, size_t operands, bool keep_last) {
+// The kernel's rank is kept with leading 1s. The last `tail` dims stay as they are: a row
+// kernel's reduced last dim, a column kernel's reduced dim and the last. Done in place, in a
+// buffer the thread keeps, so a launch allocates nothing.
+void collapse(int64_t* meta, int rank, size_t operands, int tail) {
   int64_t* sizes = meta;
   auto stride = [&](size_t k, int d) -> int64_t& { return meta[rank * (1 + k) + d]; };
   int kept = 0;  // dims kept so far, packed at the front
   for (int d = 0; d < rank; ++d) {
-    if (sizes[d] == 1 && d != rank - 1) continue;
-    if (kept > 0 && !(keep_last && d == rank - 1)) {
+    bool fixed = d >= rank - tail;
+    if (sizes[d] == 1 && d != rank - 1 && !fixed) continue;
+    if (kept > 0 && !fixed) {
       // Merge into the previous kept dim when every operand allows it. An operand that
       // broadcasts along both has stride 0 on both, and still does after the merge.
       bool mergeable = true;
@@ -55,9 +56,10 @@ void collapse(int64_t* meta, int rank, size_t operands, bool keep_last) {
 }  // namespace
 
 CpuKernel::CpuKernel(KernelSpec spec, KernelFn fn, std::string name)
-    : spec_(std::move(spec)), fn_(fn), name_(std::move(name)), reduces_(spec_.reduces()) {
-  std::vector<bool> row = spec_.row_values();
-  for (int v : spec_.outputs) row_outputs_.push_back(reduces_ && row[v]);
+    : spec_(std::move(spec)), fn_(fn), name_(std::move(name)), reduces_(spec_.reduces()),
+      columns_(reduces_ && spec_.columns) {
+  std::vector<bool> line = spec_.line_values();
+  for (int v : spec_.outputs) line_outputs_.push_back(reduces_ && line[v]);
 }
 
 void CpuKernel::run(std::span<const Array> inputs, std::span<const Array> outputs) const {
@@ -69,7 +71,7 @@ void CpuKernel::run(std::span<const Array> inputs, std::span<const Array> output
   buffer_list.clear();
   int64_t* meta = meta_buffer.data();
   // The domain: every operand broadcasts into it, right-aligned (a row output without its last
-  // dim aligns with the rows).
+  // dim aligns with the rows; a column output keeps its reduced dim, or has rank 1).
   for (int d = 0; d < rank; ++d) meta[d] = 1;
   auto widen = [&](const std::vector<int64_t>& shape, int shift) {
     int lead = rank - shift - static_cast<int>(shape.size());
@@ -78,7 +80,7 @@ void CpuKernel::run(std::span<const Array> inputs, std::span<const Array> output
   };
   for (const Array& a : inputs) widen(a.shape(), 0);
   for (size_t o = 0; o < outputs.size(); ++o)
-    widen(outputs[o].shape(), row_outputs_[o] && outputs[o].rank() < rank ? 1 : 0);
+    widen(outputs[o].shape(), line_outputs_[o] && !columns_ && outputs[o].rank() < rank ? 1 : 0);
   for (size_t k = 0; k < inputs.size(); ++k) {
     const Array& a = inputs[k];
     int64_t* st = meta + rank * (1 + k);
@@ -90,22 +92,24 @@ void CpuKernel::run(std::span<const Array> inputs, std::span<const Array> output
   for (size_t o = 0; o < outputs.size(); ++o) {
     int64_t* st = meta + rank * (1 + inputs.size() + o);
     int64_t step = 1;
-    for (int d = rank - 1; d >= 0; --d) {  // contiguous over the domain, or over its rows
-      bool along_row = row_outputs_[o] && d == rank - 1;
-      st[d] = along_row ? 0 : step;
-      step *= along_row ? 1 : std::max<int64_t>(meta[d], 1);
+    const int reduced = spec_.reduced_dim();
+    for (int d = rank - 1; d >= 0; --d) {  // contiguous over the domain, or over its lines
+      bool along_line = line_outputs_[o] && d == reduced;
+      st[d] = along_line ? 0 : step;
+      step *= along_line ? 1 : std::max<int64_t>(meta[d], 1);
     }
     buffer_list.push_back(outputs[o].data());
   }
-  collapse(meta, rank, operands, reduces_);
+  collapse(meta, rank, operands, columns_ ? 2 : reduces_ ? 1 : 0);
 
+  KernelFn fn = fn_;
+  void* const* b = buffer_list.data();
+  const int64_t* m = meta;
+  if (columns_) return run_columns(b, m);
   int64_t inner = meta[rank - 1], rows = 1;
   for (int d = 0; d + 1 < rank; ++d) rows *= meta[d];
   // An empty row still has its reductions' values (a sum of nothing is 0).
   if (rows == 0 || (inner == 0 && !reduces_)) return;
-  KernelFn fn = fn_;
-  void* const* b = buffer_list.data();
-  const int64_t* m = meta;
   if (rows * std::max<int64_t>(inner, 1) < 2 * kGrainElements || num_threads() == 1) return fn(0, rows, 0, inner, b, m);
   if (rows >= num_threads() || reduces_) {
     parallel_for(rows, std::max<int64_t>(1, kGrainElements / std::max<int64_t>(inner, 1)),
@@ -113,6 +117,24 @@ void CpuKernel::run(std::span<const Array> inputs, std::span<const Array> output
   } else {
     parallel_for(inner, kGrainElements / rows + 64,
                  [&](int64_t begin, int64_t end) { fn(0, rows, begin, end, b, m); });
+  }
+}
+
+// A column kernel's launch: rows are the dims before the reduced one, each independent; so are the
+// columns, which split over the threads when the rows are too few.
+void CpuKernel::run_columns(void* const* b, const int64_t* m) const {
+  const int rank = spec_.rank;
+  int64_t rows = 1, down = m[rank - 2], inner = m[rank - 1];
+  for (int d = 0; d + 2 < rank; ++d) rows *= m[d];
+  if (rows == 0 || inner == 0) return;
+  int64_t per_row = std::max<int64_t>(down, 1) * inner;
+  KernelFn fn = fn_;
+  if (rows * per_row < 2 * kGrainElements || num_threads() == 1) return fn(0, rows, 0, inner, b, m);
+  if (rows >= num_threads()) {
+    parallel_for(rows, std::max<int64_t>(1, kGrainElements / per_row), [&](int64_t begin, int64_t end) { fn(begin, end, 0, inner, b, m); });
+  } else {
+    int64_t grain = std::max<int64_t>(64, kGrainElements / (rows * std::max<int64_t>(down, 1)));
+    parallel_for(inner, grain, [&](int64_t begin, int64_t end) { fn(0, rows, begin, end, b, m); });
   }
 }
 

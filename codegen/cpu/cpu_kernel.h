@@ -22,11 +22,14 @@ class CpuKernel : public KernelStep {
   const KernelSpec& spec() const { return spec_; }
 
  private:
+  void run_columns(void* const* buffers, const int64_t* meta) const;
+
   KernelSpec spec_;
   KernelFn fn_;
   std::string name_;
-  bool reduces_;                   // a row kernel: threads split rows only, the last dim stays whole
-  std::vector<bool> row_outputs_;  // outputs stored once per row
+  bool reduces_;                    // a row kernel: threads split rows only, the last dim stays whole
+  bool columns_;                    // a column kernel: reduces the dim before the last
+  std::vector<bool> line_outputs_;  // outputs stored once per row or column
 };
 
 struct KernelBuild {

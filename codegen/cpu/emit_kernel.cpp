@@ -6,6 +6,7 @@
 
 #include "codegen/cpu/emit_ops.h"
 #include "ir/error.h"
+#include "passes/fuse.h"
 
 namespace ember::codegen::cpu {
 
@@ -22,12 +23,12 @@ class KernelWriter {
  public:
   KernelWriter(const KernelSpec& spec, const std::string& name)
       : spec_(spec), name_(name), operands_(spec.inputs.size() + spec.outputs.size()),
-        row_(spec.row_values()) {
+        row_(spec.line_values()) {
     for (int v : spec.outputs) row_output_.push_back(spec.reduces() && row_[v]);
   }
 
   std::string write() {
-    if (spec_.reduces()) return write_rows();
+    if (spec_.reduces()) return spec_.columns ? write_columns() : write_rows();
     Val fast = begin_function();
     m_.open("scf.for %row = %row_begin to %row_end step " + c1_.name + " : i64 {");
     std::vector<Val> base = row_offsets();
@@ -82,8 +83,11 @@ class KernelWriter {
     }
   }
 
+  // Whether operand k moves along the last dim: a row kernel stores its row outputs once per row;
+  // a column kernel stores every output along the last dim.
   bool reads_along_inner(size_t k) const {
-    return k >= num_inputs() ? !row_output_[k - num_inputs()] : !spec_.inputs[k].broadcast[rank() - 1];
+    if (k >= num_inputs()) return spec_.columns || !row_output_[k - num_inputs()];
+    return !spec_.inputs[k].broadcast[rank() - 1];
   }
 
   Val fast_path_condition() {
@@ -96,11 +100,12 @@ class KernelWriter {
     return all;
   }
 
-  // Each operand's offset at the start of the row: the row's index split over the outer dims.
+  // Each operand's offset at the start of the row: the row's index split over the outer dims
+  // (those before the last; a column kernel's, before its reduced dim).
   std::vector<Val> row_offsets() {
     std::vector<Val> offsets(operands_.size(), c0_);
     Val rest{"%row", i64()};
-    for (int d = rank() - 2; d >= 0; --d) {
+    for (int d = rank() - (spec_.columns ? 3 : 2); d >= 0; --d) {
       Val i = m_.binary("arith.remsi", rest, sizes_[d]);
       rest = m_.binary("arith.divsi", rest, sizes_[d]);
       for (size_t k = 0; k < operands_.size(); ++k)
@@ -231,14 +236,14 @@ class KernelWriter {
     m_.open("scf.for %row = %row_begin to %row_end step " + c1_.name + " : i64 {");
     std::vector<Val> base = row_offsets();
     row_vals_.assign(row_.size(), Val{});
-    ready_row_values(base, levels, 0);
+    ready_row_values(base, levels, 0, "%inner_begin", 0);
     for (int level = 1; level <= max_level; ++level) {
       std::vector<int> reductions;
       for (size_t v = num_inputs(); v < row_.size(); ++v)
         if (levels[v] == level && is_row_reduction(instr(v).op)) reductions.push_back(static_cast<int>(v));
       std::vector<Val> folded = reduce_pass(base, fast, reductions, level == max_level);
       for (size_t i = 0; i < reductions.size(); ++i) row_vals_[reductions[i]] = finish(reductions[i], folded[i]);
-      ready_row_values(base, levels, level);
+      ready_row_values(base, levels, level, "%inner_begin", 0);
     }
     store_pass(base, fast);
     for (size_t out = 0; out < spec_.outputs.size(); ++out)
@@ -247,6 +252,116 @@ class KernelWriter {
     m_.line("return");
     m_.close();
     return "module {\n" + m_.text() + "}\n";
+  }
+
+  // [Note: column kernels]
+  // A kernel with reductions over the dim before the last (a sum over the batch of a [B, C]
+  // gradient) runs, per outer index and per vector of columns (adjacent positions along the last
+  // dim): for each level of reductions a pass down the columns, one vector accumulator per
+  // reduction, each step loading a whole vector of adjacent elements; then a pass down the
+  // columns storing the outputs over the domain, and the column outputs once. Every cache line is
+  // read whole by one step, so no transpose is needed; the columns left over from the whole
+  // vectors (or all of them, when a stride along the last dim is not 1) run the same way on
+  // scalars. Line values here are vectors, one lane per column.
+  std::string write_columns() {
+    Val fast = begin_function();
+    std::vector<int> levels = value_levels();
+    scaled_.assign(spec_.outputs.size(), -1);
+    m_.open("scf.for %row = %row_begin to %row_end step " + c1_.name + " : i64 {");
+    std::vector<Val> base = row_offsets();
+    Val scalar_from = m_.let("scf.if " + fast.name + " -> (i64) {", i64());
+    m_.indent_more();
+    int width = column_width();
+    Val w = m_.int_constant(width, i64());
+    Val vector_end = whole_vectors_end(w);
+    std::string jv = m_.fresh();
+    m_.open("scf.for " + jv + " = %inner_begin to " + vector_end.name + " step " + w.name + " : i64 {");
+    columns_at(base, levels, jv, width);
+    m_.close();
+    m_.line("scf.yield " + vector_end.name + " : i64");
+    m_.middle("} else {");
+    m_.line("scf.yield %inner_begin : i64");
+    m_.close();
+    std::string js = m_.fresh();
+    m_.open("scf.for " + js + " = " + scalar_from.name + " to %inner_end step " + c1_.name + " : i64 {");
+    columns_at(base, levels, js, 0);
+    m_.close();
+    m_.close();
+    m_.line("return");
+    m_.close();
+    return "module {\n" + m_.text() + "}\n";
+  }
+
+  // Columns per step: several vectors' worth, so that each walk down the columns reads that many
+  // neighbouring bytes of every row it visits (fewer walks over the pages).
+  int column_width() const { return 2 * vector_width(spec_); }
+
+  // The columns at inner position j (a vector of `width` of them, or one): their reductions,
+  // level by level, then their outputs.
+  void columns_at(const std::vector<Val>& base, const std::vector<int>& levels, const std::string& j, int width) {
+    int max_level = *std::max_element(levels.begin(), levels.end());
+    row_vals_.assign(row_.size(), Val{});
+    ready_row_values(base, levels, 0, j, width);
+    for (int level = 1; level <= max_level; ++level) {
+      std::vector<int> reductions;
+      for (size_t v = num_inputs(); v < row_.size(); ++v)
+        if (levels[v] == level && is_row_reduction(instr(v).op)) reductions.push_back(static_cast<int>(v));
+      std::vector<Val> inits;
+      for (int r : reductions) inits.push_back(m_.constant(identity(instr(r).op), {register_type(instr(r).compute), width}));
+      std::vector<Val> folded = fold_down(base, reductions, j, width, inits);
+      for (size_t i = 0; i < reductions.size(); ++i) row_vals_[reductions[i]] = finish(reductions[i], folded[i]);
+      ready_row_values(base, levels, level, j, width);
+    }
+    bool any = false;
+    for (bool line : row_output_) any = any || !line;
+    if (any) {
+      std::string r = m_.fresh();
+      m_.open("scf.for " + r + " = " + c0_.name + " to " + sizes_[rank() - 2].name + " step " + c1_.name + " : i64 {");
+      store_outputs(down_offsets(base, r), j, width);
+      m_.close();
+    }
+    for (size_t out = 0; out < spec_.outputs.size(); ++out)
+      if (row_output_[out]) store(out, row_vals_[spec_.outputs[out]], base[num_inputs() + out], j, width);
+  }
+
+  // Each operand's offset at step r down the columns.
+  std::vector<Val> down_offsets(const std::vector<Val>& base, const std::string& r) {
+    std::vector<Val> offsets = base;
+    for (size_t k = 0; k < operands_.size(); ++k) {
+      bool moves = k < num_inputs() ? !spec_.inputs[k].broadcast[rank() - 2] : !row_output_[k - num_inputs()];
+      if (moves) offsets[k] = m_.binary("arith.addi", base[k], m_.binary("arith.muli", Val{r, i64()}, operands_[k].strides[rank() - 2]));
+    }
+    return offsets;
+  }
+
+  // scf.for down the columns folding each of `reductions` (vectors of `width`, or scalars).
+  std::vector<Val> fold_down(const std::vector<Val>& base, const std::vector<int>& reductions, const std::string& j,
+                             int width, const std::vector<Val>& inits) {
+    const size_t n = reductions.size();
+    std::string loop = m_.fresh(), r = m_.fresh();
+    std::vector<std::string> accs, args;
+    std::vector<Ty> types;
+    for (size_t i = 0; i < n; ++i) {
+      accs.push_back(m_.fresh());
+      args.push_back(accs[i] + " = " + inits[i].name);
+      types.push_back(inits[i].ty);
+    }
+    m_.open(results_decl(loop, n) + " = scf.for " + r + " = " + c0_.name + " to " + sizes_[rank() - 2].name + " step " +
+            c1_.name + " iter_args(" + join(args) + ") -> (" + type_list(types) + ") : i64 {");
+    std::vector<Val> offsets = down_offsets(base, r);
+    std::vector<Val> memo(row_.size());
+    std::vector<std::string> next;
+    for (size_t i = 0; i < n; ++i) {
+      const KernelInstr& red = instr(reductions[i]);
+      Val x = value_at(red.args[0], offsets, j, width, memo);
+      EMBER_CHECK(x.ty.str() == types[i].str(), "a column reduction folds ", x.ty.str(), " into ", types[i].str());
+      next.push_back(m_.binary(combine_op(red.op), Val{accs[i], types[i]}, x).name);
+    }
+    m_.line("scf.yield " + join(next) + " : " + type_list(types));
+    m_.close();
+    std::vector<Val> out;
+    for (size_t i = 0; i < n; ++i) out.push_back({result(loop, n, i), types[i]});
+    return out;
   }
 
   const KernelInstr& instr(size_t v) const { return spec_.body[v - num_inputs()]; }
@@ -285,17 +400,19 @@ class KernelWriter {
     }
   }
 
-  // Computes the row values (not reductions) that level `level` makes ready, as scalars.
-  void ready_row_values(const std::vector<Val>& base, const std::vector<int>& levels, int level) {
+  // Computes the line values (not reductions) that level `level` makes ready: a row's as
+  // scalars, a column kernel's at inner position j (a vector of `width` from there, or a scalar).
+  void ready_row_values(const std::vector<Val>& base, const std::vector<int>& levels, int level, const std::string& j,
+                        int width) {
     for (size_t v = 0; v < row_.size(); ++v) {
       if (!row_[v] || !row_vals_[v].name.empty() || levels[v] > level) continue;
       if (v < num_inputs()) {
-        row_vals_[v] = load(v, base[v], "%inner_begin", 0);
+        row_vals_[v] = load(v, base[v], j, width);
         continue;
       }
       if (is_row_reduction(instr(v).op)) continue;
       if (instr(v).op == Op::Constant) {
-        row_vals_[v] = emit_constant(m_, instr(v), 0);
+        row_vals_[v] = emit_constant(m_, instr(v), width);
         continue;
       }
       std::vector<Val> args;
@@ -315,7 +432,7 @@ class KernelWriter {
     Val out;
     if (row_[v]) {
       out = row_vals_[v];
-      if (width) out = broadcast(out, width);
+      if (width && out.ty.width == 0) out = broadcast(out, width);
     } else if (v < static_cast<int>(num_inputs())) {
       out = load(v, base[v], j, width);
     } else {
@@ -436,7 +553,8 @@ class KernelWriter {
   Val finish(int v, Val folded) {
     const KernelInstr& r = instr(v);
     if (r.op == Op::Mean) {
-      Val count = m_.convert("arith.sitofp", sizes_[rank() - 1], folded.ty);
+      Val count = m_.convert("arith.sitofp", sizes_[spec_.reduced_dim()], Ty{folded.ty.elem, 0});
+      if (folded.ty.width) count = broadcast(count, folded.ty.width);
       folded = m_.binary("arith.divf", folded, count);
     }
     return convert_dtype(m_, folded, r.dtype);
@@ -502,12 +620,12 @@ class KernelWriter {
 
 std::string emit_kernel(const KernelSpec& spec, const std::string& name) { return KernelWriter(spec, name).write(); }
 
-bool can_emit_row_reduction(const Node* n) {
+bool can_emit_reduction(const Node* n) {
   const TensorType& x = n->inputs()[0].type();
   if (!is_floating(x.dtype) || !is_floating(n->type().dtype)) return false;
-  // The max of nothing is an error in eager: an empty row stays with the interpreter.
-  const Dim& last = x.shape.back();
-  return !((n->op == Op::Max || n->op == Op::Min) && last.is_static() && last.value() == 0);
+  // The max of nothing is an error in eager: an empty line stays with the interpreter.
+  const Dim& folded = x.shape[folded_dim(n)];
+  return !((n->op == Op::Max || n->op == Op::Min) && folded.is_static() && folded.value() == 0);
 }
 
 }  // namespace ember::codegen::cpu

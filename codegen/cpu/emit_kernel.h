@@ -24,8 +24,8 @@ int vector_width(const KernelSpec& spec);
 
 std::string emit_kernel(const KernelSpec& spec, const std::string& name);
 
-// Whether a reduction over the last dim (passes/fuse.h) can be part of a row kernel: floating
-// inputs and outputs.
-bool can_emit_row_reduction(const Node* n);
+// Whether a reduction a row or column group holds (passes/fuse.h, folded_dim) can be part of its
+// kernel: floating inputs and outputs, and no max or min over nothing.
+bool can_emit_reduction(const Node* n);
 
 }  // namespace ember::codegen::cpu

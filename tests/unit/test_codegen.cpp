@@ -89,7 +89,7 @@ TEST_CASE("KernelSpec: a parsed spec compiles and runs", "[codegen][spec]") {
   CHECK_FALSE(codegen::cpu::cpu_kernel(spec).compiled);  // the second time: from the cache
 }
 
-TEST_CASE("fusion: a chain of 10 elementwise ops is one kernel; views are not in it, nor reductions but along rows",
+TEST_CASE("fusion: a chain of 10 elementwise ops is one kernel; views are not in it; row and column reductions are",
           "[codegen][fusion]") {
   auto chain = [](const Tensor& x, const Tensor& b) {
     Tensor y = x;
@@ -116,21 +116,36 @@ TEST_CASE("fusion: a chain of 10 elementwise ops is one kernel; views are not in
   const GraphInfo hg = h.report().graphs.at(0);  // a copy: report() returns by value
   CHECK(hg.kernels == 1);
   CHECK(hg.interpreter_ops.empty());
-  // One over another dim splits it: kernel, interpreter sum, kernel.
+  // One over the dim before the last is a column kernel, which the chain joins too.
   auto k = compile([](const Tensor& x) { return exp(sum(x * 0.1, {0}, true) - x) + 1.0; });
   CHECK(max_difference(k(hx), exp(sum(hx * 0.1, {0}, true) - hx) + 1.0) < 1e-5);
   const GraphInfo kg = k.report().graphs.at(0);
-  CHECK(kg.kernels == 2);
-  CHECK(kg.interpreter_ops == std::vector<std::string>{"sum"});
+  CHECK(kg.kernels == 1);
+  CHECK(kg.interpreter_ops.empty());
+  // One over the first of three dims is a column kernel over [4, 8 * 16] (split-reductions).
+  // Fusion does not look through that reshape: x * 0.1 before it and the chain after it are
+  // kernels of their own, over [4, 8, 16].
+  auto m = compile([](const Tensor& x) { return exp(sum(x * 0.1, {0}, true) - x) + 1.0; });
+  Tensor mx = uniform({4, 8, 16}, 4);
+  CHECK(max_difference(m(mx), exp(sum(mx * 0.1, {0}, true) - mx) + 1.0) < 1e-5);
+  const GraphInfo mg = m.report().graphs.at(0);
+  CHECK(mg.kernels == 3);
+  CHECK(mg.interpreter_ops.empty());
+  // A product is not a kernel's reduction: kernel, interpreter prod, kernel.
+  auto p = compile([](const Tensor& x) { return exp(prod(x * 0.1, {0}, true) - x) + 1.0; });
+  CHECK(max_difference(p(hx), exp(prod(hx * 0.1, {0}, true) - hx) + 1.0) < 1e-5);
+  const GraphInfo pg = p.report().graphs.at(0);
+  CHECK(pg.kernels == 2);
+  CHECK(pg.interpreter_ops == std::vector<std::string>{"prod"});
 }
 
 TEST_CASE("fusion: groups stay convex and the plan orders them", "[codegen][fusion]") {
   // b = relu(a) runs on the interpreter between a and c: c may not join a's group... unless the
   // backend computes relu too, in which case all three are one group. Force a non-fusable node
-  // between them: a sum that depends on a and feeds c.
+  // between them: a product that depends on a and feeds c.
   auto fn = [](const Tensor& x) {
     Tensor a = x * 3.0;
-    Tensor s = sum(a, {0}, true);  // reads a, runs on the interpreter
+    Tensor s = prod(a, {0}, true);  // reads a, runs on the interpreter
     Tensor c = a + s;              // reads a and s: joining a's group would make a cycle
     return c * c;
   };

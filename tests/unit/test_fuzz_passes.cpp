@@ -1,9 +1,10 @@
 // Random-graph fuzzing of the passes: thousands of small graphs (up to 10 nodes) built to hit
 // the simplifier, constant folding and CSE (multi-output nodes included), run unoptimised and
-// through the default pipeline. Every pass is exact, so the outputs must be identical bit for bit
-// (the sign of zero, NaN signs and payloads, signalling NaNs quieted or not, all as eager), and
-// every graph must print and parse back to itself. The optimised graphs also run on generated
-// code, against the interpreter within tolerances.
+// through the default pipeline's exact passes, whose outputs must be identical bit for bit (the
+// sign of zero, NaN signs and payloads, signalling NaNs quieted or not, all as eager); every
+// graph must print and parse back to itself. Then the whole pipeline (with the decompositions and
+// split reductions, which round in float32 where the interpreter folds in double) on generated
+// code, against the unoptimised graph on the interpreter within tolerances.
 #include <bit>
 #include <cmath>
 #include <limits>
@@ -133,7 +134,10 @@ std::vector<Array> random_inputs(std::mt19937_64& rng, const Graph& g) {
 
 TEST_CASE("fuzz: the default pipeline never changes a result, and graphs round-trip", "[fuzz][passes]") {
   std::mt19937_64 rng(20261130);
-  Pipeline pipeline(default_mode().passes);
+  std::vector<std::string> exact;
+  for (const std::string& pass : default_mode().passes)
+    if (pass != "decompose-fusible" && pass != "split-reductions") exact.push_back(pass);
+  Pipeline pipeline(exact);
   int compared = 0, errors_both = 0;
   for (int iter = 0; iter < 3000; ++iter) {
     auto g = random_graph(rng);
@@ -189,15 +193,16 @@ TEST_CASE("fuzz: optimised graphs on generated code give the interpreter's resul
     auto g = random_graph(rng);
     INFO("graph " << iter << ":\n" << print(*g));
     std::vector<Array> inputs = random_inputs(rng, *g);
-    pipeline.run(*g);
     std::vector<Array> expected, got;
     bool expected_error = false, got_error = false;
     try { expected = run_graph(*g, inputs, {}); } catch (const Error&) { expected_error = true; }
+    pipeline.run(*g);
     codegen::CodegenStats stats;
     auto exec = codegen::build_cpu_executable(g->clone(), stats, /*strict=*/true);
     kernels += exec->kernel_steps();
     try { got = exec->run(inputs, {}); } catch (const Error&) { got_error = true; }
-    REQUIRE(got_error == expected_error);  // kernels never raise; the ops that can stay interpreted
+    // Kernels never raise (the ops that can stay interpreted); dce may drop a node that would.
+    REQUIRE((!got_error || expected_error));
     if (expected_error) continue;
     REQUIRE(expected.size() == got.size());
     for (size_t o = 0; o < expected.size(); ++o) {

@@ -80,10 +80,11 @@ TEST_CASE("pass timings reach the report", "[regression][report]") {
   auto f = compile([](const Tensor& x) { return exp(x); });
   f(uniform({2}, 1));
   auto passes = f.report().graphs.at(0).pass_ms;
-  REQUIRE(passes.size() == 5);
-  CHECK(passes[0].first == "decompose-rows");
-  CHECK(passes[1].first == "constant-fold");
-  CHECK(f.report().json().find("\"pass_ms\": {\"decompose-rows\"") != std::string::npos);
+  REQUIRE(passes.size() == 6);
+  CHECK(passes[0].first == "decompose-fusible");
+  CHECK(passes[1].first == "split-reductions");
+  CHECK(passes[2].first == "constant-fold");
+  CHECK(f.report().json().find("\"pass_ms\": {\"decompose-fusible\"") != std::string::npos);
 }
 
 TEST_CASE("matmul reads a contiguous operand from its storage offset (a row slice)", "[regression]") {

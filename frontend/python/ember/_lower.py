@@ -398,6 +398,12 @@ def _var(cx, x, dim=None, correction=None, keepdim=False):
     return cx.op(name, [x], {"axes": _axes(dim, len(x.shape)), "keepdim": keepdim, "correction": corr})
 
 
+@lowering("aten.var_mean.correction")
+def _var_mean(cx, x, dim=None, correction=None, keepdim=False):
+    corr = 1.0 if correction is None else float(correction)
+    return cx.op_multi("var_mean", [x], {"axes": _axes(dim, len(x.shape)), "keepdim": keepdim, "correction": corr})
+
+
 @lowering("aten.argmax.default", "aten.argmin.default")
 def _arg(cx, x, dim=None, keepdim=False):
     axes = [] if dim is None else [dim % max(len(x.shape), 1)]

@@ -1,0 +1,162 @@
+// Reductions over any dims on generated code: column kernels (the dim before the last), and
+// split-reductions, which turns every other set of dims into row and column reductions. Each
+// case runs compiled and on the interpreter (eager), which folds in double.
+#include <ember/ember.h>
+
+#include <cmath>
+#include <functional>
+#include <limits>
+
+#include "codegen/kernel_spec.h"
+#include "ir/graph.h"
+#include "passes/pass.h"
+#include "tests/catch.h"
+#include "tests/unit/helpers.h"
+
+using namespace ember;
+using ember::test::check_close;
+
+namespace {
+
+using Reduce = std::function<Tensor(const Tensor&, std::vector<int64_t>, bool)>;
+
+const std::vector<std::pair<const char*, Reduce>>& reductions() {
+  static const std::vector<std::pair<const char*, Reduce>> all = {
+      {"sum", [](const Tensor& x, std::vector<int64_t> a, bool k) { return sum(x, a, k); }},
+      {"mean", [](const Tensor& x, std::vector<int64_t> a, bool k) { return mean(x, a, k); }},
+      {"max", [](const Tensor& x, std::vector<int64_t> a, bool k) { return max(x, a, k); }},
+      {"min", [](const Tensor& x, std::vector<int64_t> a, bool k) { return min(x, a, k); }},
+  };
+  return all;
+}
+
+}  // namespace
+
+TEST_CASE("KernelSpec: a column kernel's header round-trips; a column kernel has rank 2 or more", "[codegen][spec]") {
+  const char* text = R"(kernel rank=2 columns {
+  %0 = load in0 : f32[*, *]
+  %1 = sum(%0) {axes=[0], keepdim=true} : f32 compute=f32
+  store out0 = %1
+}
+)";
+  codegen::KernelSpec spec = codegen::parse_kernel_spec(text);
+  CHECK(spec.columns);
+  CHECK(spec.reduced_dim() == 0);
+  CHECK(spec.str() == text);
+  CHECK(spec.line_values() == std::vector<bool>{false, true});
+  CHECK(test::error_of([] { codegen::parse_kernel_spec("kernel rank=1 columns {\n}\n"); })
+            .find("rank 2 or more") != std::string::npos);
+}
+
+TEST_CASE("column and split reductions: every op and set of dims, keepdim or not, against the interpreter",
+          "[codegen][reductions]") {
+  // Shapes around the vector width (32 float32 columns a step), with tails, a size-1 dim, and
+  // sizes past the pool's grain (rows split over threads, or columns when rows are few).
+  const std::vector<std::pair<std::vector<int64_t>, std::vector<std::vector<int64_t>>>> cases = {
+      {{37, 45}, {{0}, {1}, {}}},
+      {{5, 1}, {{0}}},
+      {{300, 70}, {{0}}},
+      {{4096, 40}, {{0}}},
+      {{6, 7, 33}, {{0}, {1}, {2}, {0, 1}, {0, 2}, {1, 2}, {}}},
+      {{3, 4, 5, 6}, {{0, 2, 3}, {1, 3}, {0, 1, 3}, {0, 2}}},
+      {{2, 64, 300, 3}, {{0, 2}, {1, 2}}},
+  };
+  for (const auto& [name, reduce] : reductions()) {
+    for (const auto& [shape, axes_list] : cases) {
+      Tensor x = uniform(SymShape(shape.begin(), shape.end()), 11, -2.0, 2.0);
+      for (const auto& axes : axes_list) {
+        for (bool keepdim : {true, false}) {
+          INFO(name << " over " << axes.size() << " dims of a rank-" << shape.size() << " input, first "
+                    << (axes.empty() ? -1 : axes[0]) << ", keepdim " << keepdim);
+          auto fn = [&](const Tensor& t) { return reduce(t * 1.5 + 0.25, axes, keepdim); };
+          auto f = compile(fn);
+          check_close(f(x), fn(x), 1e-5, 1e-5);
+          const GraphInfo g = f.report().graphs.at(0);
+          CHECK(g.interpreter_ops.empty());
+          CHECK(g.kernels >= 1);
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("column reductions: strided inputs, float64, float16, NaN, and empty columns", "[codegen][reductions]") {
+  auto column_sum = [](const Tensor& x) { return sum(x, {0}, true); };
+  auto f = compile(column_sum);
+  // A transposed input: the column kernel walks it through its strides (stride 1 along the rows).
+  Tensor t = transpose(uniform({50, 70}, 3), 0, 1);
+  check_close(f(t), column_sum(t), 1e-5, 1e-5);
+  // float64 sums in float64.
+  Tensor d = uniform({300, 41}, 4, -1.0, 1.0, DType::Float64);
+  check_close(f(d), column_sum(d), 1e-12, 1e-12);
+  // float16 sums in float32 and rounds once, as eager does.
+  Tensor h = uniform({500, 33}, 5, 0.0, 1.0, DType::Float16);
+  check_close(f(h).to(DType::Float32), column_sum(h).to(DType::Float32), 2e-3, 1e-2);
+  // max and min propagate NaN, per column.
+  std::vector<double> values(8 * 40, 1.0);
+  values[3 * 40 + 17] = std::numeric_limits<double>::quiet_NaN();
+  Tensor n = from_vector(values, {8, 40});
+  auto g = compile([](const Tensor& x) { return max(x, {0}, true); });
+  auto m = g(n).to_vector();
+  for (int j = 0; j < 40; ++j) CHECK(std::isnan(m[j]) == (j == 17));
+  // No rows: sums are 0, means NaN, as eager.
+  auto e = compile([](const Tensor& x) { return std::vector<Tensor>{sum(x, {0}, true), mean(x, {0}, true)}; },
+                   Options{.dynamic = true});
+  for (int64_t rows : {0, 1, 5}) {
+    Tensor z = uniform({rows, 9}, 6);
+    auto got = e(z);
+    check_close(got[0], sum(z, {0}, true), 1e-5, 1e-5);
+    check_close(got[1], mean(z, {0}, true), 1e-5, 1e-5);
+  }
+}
+
+TEST_CASE("column groups: prologue and epilogue fuse; a batch norm's statistics are two kernels",
+          "[codegen][reductions][fusion]") {
+  // A bias gradient after an elementwise prologue: one kernel.
+  auto bias_grad = [](const Tensor& g, const Tensor& x) { return sum(g * (x > 0.5).to(DType::Float32), {0}); };
+  auto f = compile(bias_grad);
+  Tensor g = uniform({512, 96}, 1), x = uniform({512, 96}, 2);
+  check_close(f(g, x), bias_grad(g, x), 1e-5, 1e-5);
+  CHECK(f.report().graphs.at(0).kernels == 1);
+  // Centering over the columns: the mean, then x - mean stored over the domain, in one kernel;
+  // a variance over the columns (two levels) likewise.
+  auto center = [](const Tensor& x) {
+    Tensor m = mean(x, {0}, true);
+    Tensor d = x - m;
+    return std::vector<Tensor>{d, mean(d * d, {0}, true)};
+  };
+  auto c = compile(center);
+  auto got = c(x);
+  auto want = center(x);
+  check_close(got[0], want[0], 1e-5, 1e-5);
+  check_close(got[1], want[1], 1e-5, 1e-5);
+  CHECK(c.report().graphs.at(0).kernels == 1);
+  // Statistics over (0, 2, 3) of [N, C, H, W]: a row kernel over H * W, a column kernel over N.
+  auto stats = [](const Tensor& x) { return sum(x, {0, 2, 3}); };
+  auto s = compile(stats);
+  Tensor img = uniform({4, 8, 5, 6}, 3);
+  check_close(s(img), stats(img), 1e-5, 1e-5);
+  CHECK(s.report().graphs.at(0).kernels == 2);
+}
+
+TEST_CASE("split-reductions: row and column reductions between reshapes; nothing without code generation",
+          "[passes][reductions]") {
+  auto build = [](Graph& g) {
+    Node* x = g.add_input({DType::Float32, {Dim(4), Dim(8), Dim(5), Dim(6)}});
+    Node* s = g.add(Op::Sum, {Value(x)}, {{"axes", std::vector<int64_t>{0, 2, 3}}, {"keepdim", false}});
+    g.set_outputs({Value(s)});
+  };
+  Graph g;
+  build(g);
+  CHECK(make_pass("split-reductions")->run(g));
+  std::string text = print(g);
+  INFO(text);
+  CHECK(text.find("reshape(%0) {shape=[4, 8, 30]}") != std::string::npos);
+  CHECK(text.find("sum(%1) {axes=[2], keepdim=true}") != std::string::npos);  // rows: H * W
+  CHECK(text.find("{axes=[0], keepdim=true}") != std::string::npos);          // columns: N
+  CHECK(g.outputs()[0].type() == TensorType{DType::Float32, {Dim(8)}});
+  test::ScopedEnv off("EMBER_CODEGEN", "0");
+  Graph h;
+  build(h);
+  CHECK(!make_pass("split-reductions")->run(h));
+}
