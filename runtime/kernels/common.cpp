@@ -129,13 +129,13 @@ Array to_contiguous(const Array& a, DType dtype) {
 namespace {
 
 template <class T>
-void blas_gemm(const T* a, const T* b, T* c, int64_t m, int64_t n, int64_t k, bool trans_b, T beta, int64_t ldb,
-               int64_t ldc) {
-  auto tb = trans_b ? CblasTrans : CblasNoTrans;
+void blas_gemm(const T* a, const T* b, T* c, int64_t m, int64_t n, int64_t k, bool trans_a, bool trans_b, T beta,
+               int64_t lda, int64_t ldb, int64_t ldc) {
+  auto ta = trans_a ? CblasTrans : CblasNoTrans, tb = trans_b ? CblasTrans : CblasNoTrans;
   if constexpr (std::is_same_v<T, float>)
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, tb, m, n, k, 1.0f, a, k, b, ldb, beta, c, ldc);
+    cblas_sgemm(CblasRowMajor, ta, tb, m, n, k, 1.0f, a, lda, b, ldb, beta, c, ldc);
   else
-    cblas_dgemm(CblasRowMajor, CblasNoTrans, tb, m, n, k, 1.0, a, k, b, ldb, beta, c, ldc);
+    cblas_dgemm(CblasRowMajor, ta, tb, m, n, k, 1.0, a, lda, b, ldb, beta, c, ldc);
 }
 
 // Rows (or, for few rows, columns) of C per block: enough work per block to amortise a BLAS call.
@@ -157,38 +157,42 @@ void use_single_threaded_blas() {
 }
 
 template <class T>
-void gemm_impl(const T* a, const T* b, T* c, int64_t m, int64_t n, int64_t k, bool trans_b, T beta) {
+void gemm_impl(const T* a, const T* b, T* c, int64_t m, int64_t n, int64_t k, bool trans_b, T beta, bool trans_a) {
   if (m == 0 || n == 0) return;
   if (k == 0) {  // an empty sum: C = beta * C, and BLAS may not accept k = 0
     if (beta == T(0)) std::memset(c, 0, sizeof(T) * m * n);
     return;
   }
+  // oneDNN for A @ B^T; OpenBLAS on the pool for the rest, where oneDNN's AVX2 kernels fall to
+  // 60-80 GFLOP/s on some shapes that OpenBLAS runs at 130 (docs/dependencies.md).
   if constexpr (std::is_same_v<T, float>)
-    if (onednn_gemm(a, b, c, m, n, k, trans_b, beta)) return;
+    if (trans_b && !trans_a && onednn_gemm(a, b, c, m, n, k, true, beta)) return;
   use_single_threaded_blas();
-  const int64_t ldb = trans_b ? k : n;
+  const int64_t lda = trans_a ? m : k, ldb = trans_b ? k : n;
   const int64_t flops = 2 * m * n * k, threads = num_threads();
   const int64_t blocks = std::min<int64_t>(threads, std::max<int64_t>(1, flops / kMinBlockFlops));
   const bool by_rows = m >= blocks * kBlockAlign || m >= n;
   const int64_t extent = by_rows ? m : n;
   const int64_t block = (extent / blocks + kBlockAlign - 1) / kBlockAlign * kBlockAlign;
-  if (blocks <= 1 || block >= extent) return blas_gemm(a, b, c, m, n, k, trans_b, beta, ldb, n);
+  if (blocks <= 1 || block >= extent) return blas_gemm(a, b, c, m, n, k, trans_a, trans_b, beta, lda, ldb, n);
   const int64_t count = (extent + block - 1) / block;
   parallel_for(count, 1, [&](int64_t first, int64_t last) {
     for (int64_t i = first; i < last; ++i) {
       int64_t lo = i * block, len = std::min(extent, lo + block) - lo;
-      if (by_rows) blas_gemm(a + lo * k, b, c + lo * n, len, n, k, trans_b, beta, ldb, n);
-      else blas_gemm(a, b + (trans_b ? lo * k : lo), c + lo, m, len, k, trans_b, beta, ldb, n);
+      if (by_rows) blas_gemm(a + (trans_a ? lo : lo * k), b, c + lo * n, len, n, k, trans_a, trans_b, beta, lda, ldb, n);
+      else blas_gemm(a, b + (trans_b ? lo * k : lo), c + lo, m, len, k, trans_a, trans_b, beta, lda, ldb, n);
     }
   });
 }
 
-void gemm(const float* a, const float* b, float* c, int64_t m, int64_t n, int64_t k, bool trans_b, float beta) {
-  gemm_impl(a, b, c, m, n, k, trans_b, beta);
+void gemm(const float* a, const float* b, float* c, int64_t m, int64_t n, int64_t k, bool trans_b, float beta,
+          bool trans_a) {
+  gemm_impl(a, b, c, m, n, k, trans_b, beta, trans_a);
 }
 
-void gemm(const double* a, const double* b, double* c, int64_t m, int64_t n, int64_t k, bool trans_b, double beta) {
-  gemm_impl(a, b, c, m, n, k, trans_b, beta);
+void gemm(const double* a, const double* b, double* c, int64_t m, int64_t n, int64_t k, bool trans_b, double beta,
+          bool trans_a) {
+  gemm_impl(a, b, c, m, n, k, trans_b, beta, trans_a);
 }
 
 }  // namespace ember::kernels

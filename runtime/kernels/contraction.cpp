@@ -49,13 +49,16 @@ Array matmul_typed(const Call& call) {
     batch[i] = da == 1 ? db : da;
   }
   auto full_shape = [&](std::vector<int64_t> bs, int64_t r, int64_t c) { bs.push_back(r); bs.push_back(c); return bs; };
-  Array ca = to_contiguous(a, gt);
   // A transposed contiguous b (x @ w.t(), q @ k.transpose(-1, -2)) goes to the GEMM as it is,
-  // transposed by the GEMM, instead of being copied into row-major order on every call.
+  // transposed by the GEMM, instead of being copied into row-major order on every call; so does
+  // a transposed a (a weight gradient's x.t() @ grad).
   bool trans_b = b.dtype() == gt && is_transposed_contiguous(b, k, n);
+  bool trans_a = a.dtype() == gt && is_transposed_contiguous(a, m, k);
+  Array ca = trans_a ? a : to_contiguous(a, gt);
   Array cb = trans_b ? b : to_contiguous(b, gt);
   // Contiguous views keep their storage offset (a row slice of a matrix is contiguous).
-  Array va = ca.view(full_shape(batch_a, m, k), Array::contiguous_strides(full_shape(batch_a, m, k)), ca.offset());
+  Array va = trans_a ? a.view(full_shape(batch_a, m, k), transposed_strides(batch_a, m, k), a.offset())
+                     : ca.view(full_shape(batch_a, m, k), Array::contiguous_strides(full_shape(batch_a, m, k)), ca.offset());
   Array vb = trans_b ? b.view(full_shape(batch_b, k, n), transposed_strides(batch_b, k, n), b.offset())
                      : cb.view(full_shape(batch_b, k, n), Array::contiguous_strides(full_shape(batch_b, k, n)), cb.offset());
   std::vector<int64_t> out_shape = full_shape(batch, m, n);
@@ -72,7 +75,7 @@ Array matmul_typed(const Call& call) {
       oa += idx * strides_a[d];
       ob += idx * strides_b[d];
     }
-    gemm(va.data_as<T>() + oa, vb.data_as<T>() + ob, c + i * m * n, m, n, k, trans_b);
+    gemm(va.data_as<T>() + oa, vb.data_as<T>() + ob, c + i * m * n, m, n, k, trans_b, T(0), trans_a);
   }
   Array shaped = result.view(call.shape, Array::contiguous_strides(call.shape), 0);
   return deliver(call, shaped);

@@ -95,9 +95,11 @@ Array to_contiguous(const Array& a, DType dtype);
 void use_single_threaded_blas();
 
 // C[m, n] = A[m, k] @ B[k, n] (row-major, contiguous), or B^T when trans_b; float or double.
+// With trans_a, A is given as its [k, m] transpose (a weight gradient's x.t() @ grad), which
+// the BLAS reads as it is.
 void gemm(const float* a, const float* b, float* c, int64_t m, int64_t n, int64_t k, bool trans_b,
-          float beta = 0.0f);
+          float beta = 0.0f, bool trans_a = false);
 void gemm(const double* a, const double* b, double* c, int64_t m, int64_t n, int64_t k, bool trans_b,
-          double beta = 0.0);
+          double beta = 0.0, bool trans_a = false);
 
 }  // namespace ember::kernels

@@ -2,6 +2,7 @@
 #include <ember/ember.h>
 
 #include <algorithm>
+#include <array>
 
 #include "tests/catch.h"
 
@@ -91,6 +92,33 @@ TEST_CASE("matmul reads a contiguous operand from its storage offset (a row slic
   Tensor a = reshape(arange(0, 6, 1, DType::Float32), {2, 3});
   Tensor row = slice(a, 0, 1, 2);
   CHECK(matmul(row, ones({3, 1})).to_vector() == std::vector<double>{12});
+}
+
+TEST_CASE("matmul reads a transposed left operand as it is (a weight gradient), every dtype and block", "[regression]") {
+  // x.t() @ g, batched too, with sizes that split C over the threads by rows and by columns.
+  for (DType dt : {DType::Float32, DType::Float64}) {
+    for (auto [m, k, n] : std::vector<std::array<int64_t, 3>>{{600, 100, 200}, {5, 200, 8000}, {2, 3, 4}}) {
+      for (int64_t batch : {int64_t{0}, int64_t{2}}) {
+        std::vector<int64_t> xs = {k, m}, gs = {k, n};
+        if (batch) xs.insert(xs.begin(), batch), gs.insert(gs.begin(), batch);
+        Tensor x = uniform(SymShape(xs.begin(), xs.end()), 1, -1.0, 1.0, dt);
+        Tensor g = uniform(SymShape(gs.begin(), gs.end()), 2, -1.0, 1.0, dt);
+        int64_t r = static_cast<int64_t>(xs.size());
+        Tensor got = matmul(transpose(x, r - 2, r - 1), g);
+        std::vector<double> xv = x.to_vector(), gv = g.to_vector(), out = got.to_vector();
+        int64_t wrong = 0;
+        for (int64_t b = 0; b < std::max<int64_t>(batch, 1); ++b)
+          for (int64_t i = 0; i < m; ++i)
+            for (int64_t j = 0; j < n; ++j) {
+              double want = 0;
+              for (int64_t l = 0; l < k; ++l) want += xv[b * k * m + l * m + i] * gv[b * k * n + l * n + j];
+              wrong += std::abs(out[b * m * n + i * n + j] - want) > 1e-4 * (1 + std::abs(want));
+            }
+        INFO(dtype_name(dt) << " " << m << "x" << k << "x" << n << " batch " << batch);
+        CHECK(wrong == 0);
+      }
+    }
+  }
 }
 
 TEST_CASE("clamp with min > max gives max, as min(max(x, lo), hi)", "[regression]") {
