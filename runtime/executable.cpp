@@ -20,10 +20,12 @@ bool may_alias_input(const Node* n) { return n->info().is_view() || n->op == Op:
 constexpr int kToEnd = std::numeric_limits<int>::max();
 
 thread_local int64_t bindings = 0;
+thread_local int64_t destinations_built = 0;
 
 }  // namespace
 
 int64_t plan_bindings() { return bindings; }
+int64_t plan_destinations_built() { return destinations_built; }
 
 Executable::Executable(std::unique_ptr<Graph> graph, std::vector<FusedStep> fused, bool static_buffers)
     : graph_(std::move(graph)), static_buffers_(static_buffers) {
@@ -184,6 +186,10 @@ void Executable::plan_buffers() {
     for (int s : ending[i])
       if (!taken_over[s]) free_buffers.push_back(slots_[s].index);
   }
+  destination_refs_.assign(buffer_slots_.size(), 0);
+  for (const Step& step : steps_)
+    for (int s : step.outputs)
+      if (slots_[s].home == Home::Buffer) ++destination_refs_[slots_[s].index];
   holds_output_.assign(buffer_slots_.size(), false);
   for (size_t s = 0; s < n; ++s)
     if (output_home[s]) holds_output_[slots_[s].index] = true;
@@ -204,14 +210,12 @@ std::vector<Array> Executable::run(std::span<const Array> inputs, const SymbolVa
               graph_->inputs().size());
   int64_t allocations_before = storage_allocations();
   Binding binding = take_binding(symbols, output_storages);
-  const std::vector<std::vector<int64_t>>& shapes = binding.shapes;
-  const std::vector<std::shared_ptr<Storage>>& buffers = binding.storages;
   std::vector<Array> values(slots_.size());
   for (size_t s = 0; s < slots_.size(); ++s) {
     if (slots_[s].home == Home::Input) values[s] = inputs[slots_[s].index];
     if (slots_[s].home == Home::Constant) values[s] = constants_[slots_[s].index];
   }
-  std::vector<Array> args, destinations;
+  std::vector<Array> args;
   // EMBER_LOG=profile: the time of each step of this call, slowest first.
   const bool profile = config::log_enabled("profile");
   std::vector<std::pair<double, size_t>> step_us;
@@ -224,14 +228,8 @@ std::vector<Array> Executable::run(std::span<const Array> inputs, const SymbolVa
       step_start = now;
     }
     args.clear();
-    destinations.clear();
     for (int s : step.inputs) args.push_back(values[s]);
-    for (int s : step.outputs) {
-      if (slots_[s].home != Home::Buffer) { destinations.emplace_back(); continue; }
-      const std::vector<int64_t>& shape = shapes[s];
-      destinations.emplace_back(slots_[s].value.type().dtype, shape, Array::contiguous_strides(shape), 0,
-                                buffers[slots_[s].index]);
-    }
+    const std::vector<Array>& destinations = binding.destinations[&step - &steps_.front()];
     if (step.kernel) {
       step.kernel->run(args, destinations);
       for (size_t k = 0; k < destinations.size(); ++k) values[step.outputs[k]] = destinations[k];
@@ -352,8 +350,12 @@ Executable::Binding Executable::take_binding(const SymbolValues& symbols, const 
   }
   const std::vector<size_t>& sizes = binding.sizes;
   std::vector<size_t> wanted, wanted_sizes;  // output buffers to take from `output_storages`
+  std::vector<bool> fresh(sizes.size(), false);
   for (size_t b = 0; b < sizes.size(); ++b) {
-    if (binding.storages[b] && binding.storages[b].use_count() == 1) continue;
+    // Free when only the binding holds it: its own pointer and its steps' destinations.
+    long held = 1 + (binding.destinations.empty() ? 0 : destination_refs_[b]);
+    if (binding.storages[b] && binding.storages[b].use_count() == held) continue;
+    fresh[b] = true;
     if (output_storages && holds_output_[b] && sizes[b] > 0) {
       wanted.push_back(b);
       wanted_sizes.push_back(sizes[b]);
@@ -369,7 +371,27 @@ Executable::Binding Executable::take_binding(const SymbolValues& symbols, const 
       binding.storages[wanted[k]] = std::move(given[k]);
     }
   }
+  bind_destinations(binding, fresh);
   return binding;
+}
+
+// Each step's destinations in the buffers whose storage is new: for a static plan in its steady
+// state, none, so its launches reuse the arrays an earlier call built.
+void Executable::bind_destinations(Binding& binding, const std::vector<bool>& fresh) const {
+  if (binding.destinations.empty()) {
+    binding.destinations.resize(steps_.size());
+    for (size_t i = 0; i < steps_.size(); ++i) binding.destinations[i].resize(steps_[i].outputs.size());
+  }
+  for (size_t i = 0; i < steps_.size(); ++i) {
+    for (size_t k = 0; k < steps_[i].outputs.size(); ++k) {
+      const Slot& slot = slots_[steps_[i].outputs[k]];
+      if (slot.home != Home::Buffer || !fresh[slot.index]) continue;
+      const std::vector<int64_t>& shape = binding.shapes[steps_[i].outputs[k]];
+      binding.destinations[i][k] =
+          Array(slot.value.type().dtype, shape, Array::contiguous_strides(shape), 0, binding.storages[slot.index]);
+      ++destinations_built;
+    }
+  }
 }
 
 void Executable::give_back(Binding binding) const {

@@ -52,6 +52,10 @@ struct FusedStep {
 // steady state of a static plan (reduce-overhead), which finds them bound by an earlier call of
 // the same sizes.
 int64_t plan_bindings();
+// Step destinations (the arrays a step writes into: a buffer with this call's shape) that this
+// thread's plans have built: every one on every call, but for the steady state of a static plan,
+// whose launches keep theirs while their buffers stay.
+int64_t plan_destinations_built();
 
 // Storages of the given sizes in bytes, one each: where a caller wants the memory of a plan's
 // outputs to come from (the PyTorch bridge: PyTorch's allocator, so its statistics stay true).
@@ -95,16 +99,18 @@ class Executable {
     std::vector<int> outputs;  // slots written, one per output
     std::vector<int> release;  // slots whose last use this is
   };
-  // A call's sizes, bound: the shape of every buffer's values and the buffers' storages, for
-  // one set of symbol values.
+  // A call's sizes, bound: the shape of every buffer's values, the buffers' storages, and each
+  // step's destinations in them, for one set of symbol values.
   struct Binding {
     SymbolValues symbols;
     std::vector<std::vector<int64_t>> shapes;  // per slot (buffer slots only)
     std::vector<size_t> sizes;                 // per buffer, in bytes
     std::vector<std::shared_ptr<Storage>> storages;
+    std::vector<std::vector<Array>> destinations;  // per step, per output (undefined: not a buffer)
   };
   static constexpr size_t kBindings = 8;  // shapes a static plan keeps bound
   Binding take_binding(const SymbolValues& symbols, const OutputStorages& output_storages) const;
+  void bind_destinations(Binding& binding, const std::vector<bool>& fresh) const;
   void log_profile(std::vector<std::pair<double, size_t>> step_us) const;
   void give_back(Binding binding) const;
   void plan_slots(const std::vector<FusedStep>& fused);
@@ -117,6 +123,7 @@ class Executable {
   std::vector<Step> steps_;
   std::vector<std::vector<int>> buffer_slots_;  // the slots each buffer holds, in turn
   std::vector<bool> holds_output_;              // per buffer: an output is in it or views it
+  std::vector<long> destination_refs_;          // per buffer: the step destinations in it
   std::vector<int> outputs_;
   bool static_buffers_ = false;
   mutable std::mutex bindings_mu_;

@@ -184,3 +184,27 @@ def test_cat_skips_legacy_empty_tensors_and_returns_fresh_memory():
     assert torch.equal(x, x_before)
     report = assert_compiled(compiled)
     assert "aten.cat.default" not in report.torch_call_ops(), report.text()
+
+
+def test_training_reductions_run_on_generated_kernels():
+    """A training step's reductions over the batch (bias gradients, batch norm's statistics and
+    their gradients, a mean over a middle dim) are row and column kernels, not interpreter
+    steps, and the gradients match eager's."""
+    torch.manual_seed(1)
+    model = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.BatchNorm2d(8), torch.nn.ReLU(),
+                                torch.nn.Flatten(), torch.nn.Linear(8 * 6 * 6, 5))
+    reference = type(model)(*[m for m in __import__("copy").deepcopy(model)])
+    compiled = ember.compile(model)
+    x = torch.randn(4, 3, 6, 6)
+    for m in (reference, compiled):
+        (m(x).pow(2).mean() + m(x).mean(1).sum()).backward()
+    for (name, p), q in zip(model.named_parameters(), reference.parameters()):
+        torch.testing.assert_close(p.grad, q.grad, rtol=1e-4, atol=1e-5, msg=name)
+    torch.testing.assert_close(model[1].running_mean, reference[1].running_mean)
+    report = report_of(compiled)
+    assert {g.kind for g in report.graphs} == {"forward", "backward"}
+    for graph in report.graphs:
+        assert graph.fallback is None
+        leftover = [op for op in graph.ember["interpreter_ops"] if op in ("sum", "mean", "var_mean", "native_batch_norm")]
+        assert not leftover, (graph.kind, graph.ember["interpreter_ops"])
+        assert graph.ember["kernels"] >= 3

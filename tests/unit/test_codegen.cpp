@@ -332,16 +332,23 @@ TEST_CASE("reduce-overhead: a steady-state call allocates nothing; a held output
   g(x);
   g(x);
   before = storage_allocations();
-  int64_t bindings_before = plan_bindings();
+  int64_t bindings_before = plan_bindings(), destinations_before = plan_destinations_built();
   for (int i = 0; i < 5; ++i) (void)g(x);
   CHECK(storage_allocations() - before == 0);  // kernels only: nothing at all
   CHECK(plan_bindings() - bindings_before == 0);  // and no size evaluated: the launch was bound
+  CHECK(plan_destinations_built() - destinations_before == 0);  // nor a destination array built
+  // The plan with an interpreter step between its kernels keeps its destinations too.
+  destinations_before = plan_destinations_built();
+  for (int i = 0; i < 3; ++i) (void)f(x);
+  CHECK(plan_destinations_built() - destinations_before == 0);
   // The default mode binds every call.
   auto d = compile([](const Tensor& x) { return tanh(x * 3.0) + 1.0; });
   d(x);
   bindings_before = plan_bindings();
+  destinations_before = plan_destinations_built();
   for (int i = 0; i < 5; ++i) (void)d(x);
   CHECK(plan_bindings() - bindings_before == 5);
+  CHECK(plan_destinations_built() - destinations_before == 5);
   // Held outputs keep their values: the next call writes elsewhere.
   Tensor y1 = g(x), y2 = g(other);
   CHECK(same_bits(y1, g(x)));
