@@ -208,3 +208,41 @@ def test_training_reductions_run_on_generated_kernels():
         leftover = [op for op in graph.ember["interpreter_ops"] if op in ("sum", "mean", "var_mean", "native_batch_norm")]
         assert not leftover, (graph.kind, graph.ember["interpreter_ops"])
         assert graph.ember["kernels"] >= 3
+
+
+def test_values_saved_for_backward_keep_embers_layout(monkeypatch):
+    """In training, a forward graph's outputs past the model's own are saved for the backward
+    graph, which reads them through any strides: they are not copied into eager's layout (an
+    elided .contiguous() stays a view), while the model's outputs still are, and gradients match."""
+    from ember import _translate
+    rebuilt = []
+    original = _translate._as_eager
+
+    def counting(tensors, group, *args):
+        before = [tensors[k] for k in group]
+        original(tensors, group, *args)
+        rebuilt.extend(k for k, t in zip(group, before) if tensors[k] is not t)
+
+    monkeypatch.setattr(_translate, "_as_eager", counting)
+
+    def fn(x, w):
+        z = (x @ w).t().contiguous()  # ember elides the copy: z is a transposed view
+        return z.sin(), (z * 2).t().contiguous()  # sin saves z; the second output is the model's
+
+    compiled = ember.compile(fn)
+    x, w = torch.randn(6, 5, requires_grad=True), torch.randn(5, 7, requires_grad=True)
+    x2, w2 = x.detach().clone().requires_grad_(), w.detach().clone().requires_grad_()
+    for _ in range(2):
+        rebuilt.clear()
+        got, want = compiled(x, w), fn(x2, w2)
+        for g, e in zip(got, want):
+            torch.testing.assert_close(g, e)
+            assert g.is_contiguous()  # the model's outputs keep eager's layout
+        sum(o.sum() for o in got).backward()
+        sum(o.sum() for o in want).backward()
+    torch.testing.assert_close(x.grad, x2.grad)
+    torch.testing.assert_close(w.grad, w2.grad)
+    graphs = report_of(compiled).graphs
+    assert {g.kind for g in graphs} == {"forward", "backward"}
+    forward_outputs = 2
+    assert all(k < forward_outputs for k in rebuilt), rebuilt  # no saved value was copied

@@ -111,7 +111,7 @@ class CompiledFx:
     """The callable AOTAutograd gets back: runs the ember plan on the call's tensors. It takes
     them as one list (AOTAutograd's boxed convention), so it could free inputs early."""
 
-    def __init__(self, gm, mode, strict, fixed_sizes=None):
+    def __init__(self, gm, mode, strict, fixed_sizes=None, visible_outputs=None):
         start = time.perf_counter()
         # An instance attribute: the wrappers Dynamo puts around a backward compiler copy the
         # instance's __dict__ (functools.wraps), not its class's attributes.
@@ -147,6 +147,10 @@ class CompiledFx:
             if not isinstance(root, tuple):
                 self.groups.setdefault(root, []).append(k)
         self.groups = list(self.groups.values())
+        # Outputs the caller sees; in a training forward graph the rest are saved for the
+        # backward graph, which reads them through any strides: their layout is not rebuilt.
+        visible = _tensor_outputs_among(gm, visible_outputs)
+        self.layout_matters = [any(k < visible for k in group) for group in self.groups]
         self.input_sources = [(_SOURCE_KINDS[kind], src) for kind, src in self.inputs]
         self.outputs_are_tensors = [o for o in self.outputs] == [("ember", k) for k in range(len(self.outputs))]
 
@@ -356,8 +360,8 @@ class CompiledFx:
         # Shared memory where eager's results do not share it: a copy, as PyTorch may mutate one
         # of them (a clone of an input, two equal values that CSE merged).
         unshare = {k for k, share in enumerate(shares) if share != -1 and not self._may_share(k, share)}
-        for group in self.groups:
-            _as_eager(tensors, group, unshare, self.layouts, values)
+        for group, layout_matters in zip(self.groups, self.layout_matters):
+            _as_eager(tensors, group, unshare, self.layouts, values, layout_matters)
         for k in unshare:  # views of inputs in eager, sharing something else in ember
             if isinstance(self.view_roots[k], tuple):
                 tensors[k] = tensors[k].clone()
@@ -383,9 +387,9 @@ class SizeSpecialized:
     of input sizes it meets: the same graph, its sizes evaluated, kernels shared through the
     kernel cache. Dynamo sees one graph; ember keeps one plan per size."""
 
-    def __init__(self, gm, mode, strict):
+    def __init__(self, gm, mode, strict, visible_outputs=None):
         self._boxed_call = True
-        self.gm, self.mode, self.strict = gm, mode, strict
+        self.gm, self.mode, self.strict, self.visible_outputs = gm, mode, strict, visible_outputs
         self.sources = input_size_symbols(gm)
         if any(hint is None for _, _, hint in self.sources):
             raise Unsupported("a size symbol without an example value")
@@ -400,7 +404,7 @@ class SizeSpecialized:
         if plan is None:
             fixed = {symbol: value for (symbol, _, _), value in zip(self.sources, key)}
             try:
-                plan = CompiledFx(self.gm, self.mode, self.strict, fixed)
+                plan = CompiledFx(self.gm, self.mode, self.strict, fixed, self.visible_outputs)
             except Exception as e:
                 if self.strict or not self.plans:  # the first plan's failure is the compile's
                     raise
@@ -417,13 +421,22 @@ class SizeSpecialized:
         return self._plan(key)(args)
 
 
-def compile_fx(gm, mode, strict):
+def compile_fx(gm, mode, strict, visible_outputs=None):
     """gm as ember plans: one over symbolic sizes, or one per set of sizes when they are not
-    polynomials of the inputs'."""
+    polynomials of the inputs'. `visible_outputs`: how many of gm's outputs the caller sees (a
+    training forward graph's; the rest are saved for the backward graph), None for all."""
     try:
-        return CompiledFx(gm, mode, strict)
+        return CompiledFx(gm, mode, strict, visible_outputs=visible_outputs)
     except NonPolynomialSize:
-        return SizeSpecialized(gm, mode, strict)
+        return SizeSpecialized(gm, mode, strict, visible_outputs)
+
+
+def _tensor_outputs_among(gm, count):
+    """How many tensor outputs are among gm's first `count` outputs (None: all of them)."""
+    out = [n for n in gm.graph.nodes if n.op == "output"][0]
+    results = out.args[0] if isinstance(out.args[0], (list, tuple)) else [out.args[0]]
+    results = results if count is None else results[:count]
+    return sum(1 for r in results if isinstance(r, torch.fx.Node) and _is_tensor_node(r))
 
 
 def _eager_strides(node):
@@ -499,13 +512,14 @@ class _EagerLayouts:
         return ints[:rank], ints[rank:2 * rank], ints[2 * rank]
 
 
-def _as_eager(tensors, group, unshare, layouts, values):
+def _as_eager(tensors, group, unshare, layouts, values, layout_matters=True):
     """Puts the outputs of `group` (views of one value of eager's own memory) in eager's layout
     where ember's differs in a way the caller can see: members that eager keeps apart sharing
     memory (an elided clone of an expansion), members that eager lets share memory held apart
     (a constant and a view of it), a contiguous output that is not, or memory that ember shares
     with an input or another output. Then the group is rebuilt: one buffer in the root's
-    layout, each member copied into its eager view, so in-place ops later act as in eager."""
+    layout, each member copied into its eager view, so in-place ops later act as in eager.
+    Without `layout_matters` (values only a backward graph reads), only shared memory counts."""
     if any(layouts.outputs[k] is None for k in group) or layouts.roots[group[0]] is None:
         for k in group:  # eager's layout is unknown: a plain copy where one is needed
             if k in unshare:
@@ -513,6 +527,8 @@ def _as_eager(tensors, group, unshare, layouts, values):
         return
     eager = [layouts.evaluate(layouts.outputs[k], values) for k in group]
     if not any(k in unshare for k in group):
+        if not layout_matters:
+            return
         if len(group) == 1 and _harmless_layout(tensors[group[0]], eager[0]):
             return
         if _same_layout([tensors[k] for k in group], eager):

@@ -39,7 +39,7 @@ def make_backend(mode="default", options=None, report=None):
     report = report if report is not None else _report.GLOBAL
 
     def compiler(kind, gm, example_inputs):
-        return _compile_graph(gm, kind, mode, strict, report)
+        return _compile_graph(gm, kind, mode, strict, report, _visible_outputs(kind))
 
     backend = aot_autograd(
         fw_compiler=functools.partial(compiler, "forward"),
@@ -72,11 +72,22 @@ def ember_backend(gm, example_inputs, mode=None, options=None):
     return make_backend(mode, options)(gm, example_inputs)
 
 
-def _compile_graph(gm, kind, mode, strict, report):
+def _visible_outputs(kind):
+    """How many of a training forward graph's outputs its caller sees (mutated inputs, the
+    model's outputs, bases of aliased outputs); the rest are saved for the backward graph.
+    AOTAutograd says so in the tracing context, as it does to Inductor. None: all of them."""
+    if kind != "forward":
+        return None
+    context = torch._guards.TracingContext.try_get()
+    metadata = getattr(context, "fw_metadata", None) if context is not None else None
+    return getattr(metadata, "num_forward_returns", None)
+
+
+def _compile_graph(gm, kind, mode, strict, report, visible_outputs=None):
     from ._translate import compile_fx
     start = time.perf_counter()
     try:
-        compiled = compile_fx(gm, mode, strict)
+        compiled = compile_fx(gm, mode, strict, visible_outputs)
     except Exception as e:  # any failure of ours: this graph runs on PyTorch, the program goes on
         if strict:
             raise
