@@ -75,17 +75,19 @@ def _scalar_like(x):
     return not _is_value(x) or len(x.shape) == 0
 
 
-def _in_opmath(cx, name, args):
+def _in_opmath(cx, name, args, alpha=1):
     """PyTorch's CPU kernels compute float16/bfloat16 arithmetic with a scalar operand (a Python
-    number or a 0-d tensor) in float32 and round the result once. mul and div take the scalar
-    unrounded when it is the second operand (1e5 is inf in float16, and x * 1e5 is not); add and
-    sub, and a 0-d tensor first, round it to the tensor's dtype first (x + 5005 adds 5004 in
-    float16). The op runs in float32 here, with the scalar as PyTorch takes it. None when that
-    does not apply."""
+    number or a 0-d tensor), or with an `alpha`, in float32 and round the result once. mul, div
+    and floor division take the scalar unrounded when it is the second operand (1e5 is inf in
+    float16, and x * 1e5 is not; x // 0.3 is not x // 0.2999); add and sub, and a 0-d tensor
+    first, round it to the tensor's dtype first (x + 5005 adds 5004 in float16). add and sub
+    scale the second operand by alpha, rounded to the tensor's dtype as PyTorch rounds it, in
+    float32 too. The op runs in float32 here, with the
+    scalar as PyTorch takes it. None when that does not apply."""
     if name not in _OPMATH_OPS:
         return None
     tensors = [a for a in args if _is_value(a) and len(a.shape) > 0]
-    if not tensors or not any(_scalar_like(a) for a in args):
+    if not tensors or not (alpha != 1 or any(_scalar_like(a) for a in args)):
         return None
     low = tensors[0].dtype
     if low not in _LOW_PRECISION or any(t.dtype != low for t in tensors):
@@ -99,11 +101,14 @@ def _in_opmath(cx, name, args):
         if a.dtype in _LOW_PRECISION:
             a = cx.op("cast", [a], {"dtype": "f32"})
         wide.append(a)
+    if alpha != 1:  # alpha in the tensor's dtype, as PyTorch converts it, then in float32
+        scale = cx.op("cast", [cx.graph.scalar(float(alpha), low)], {"dtype": "f32"})
+        wide[1] = cx.op("mul", [wide[1], scale])
     out = cx.op(name, wide)
     return cx.op("cast", [out], {"dtype": low}) if out.dtype == "f32" else out
 
 
-_OPMATH_OPS = ("add", "sub", "mul", "div")
+_OPMATH_OPS = ("add", "sub", "mul", "div", "floor_divide")
 
 
 def _elementwise(name):
@@ -200,10 +205,9 @@ def _gelu(cx, x, approximate="none"):
 @lowering("aten.add.Tensor", "aten.add.Scalar", "aten.sub.Tensor", "aten.sub.Scalar")
 def _add_sub(cx, a, b, alpha=1):
     name = "add" if "add" in cx.target_name else "sub"
-    if alpha == 1:
-        wide = _in_opmath(cx, name, [a, b])
-        if wide is not None:
-            return wide
+    wide = _in_opmath(cx, name, [a, b], alpha)
+    if wide is not None:
+        return wide
     a = operand(cx, a, b if _is_value(b) else None)
     b = operand(cx, b, a)
     if alpha != 1:
@@ -214,6 +218,9 @@ def _add_sub(cx, a, b, alpha=1):
 @lowering("aten.rsub.Scalar", "aten.rsub.Tensor")
 def _rsub(cx, a, b, alpha=1):
     """b - alpha * a"""
+    wide = _in_opmath(cx, "sub", [b, a], alpha)
+    if wide is not None:
+        return wide
     return cx.op("sub", [operand(cx, b, a), _scaled(cx, a, alpha)])
 
 
@@ -223,13 +230,14 @@ def _scaled(cx, x, alpha):
 
 @lowering("aten.div.Tensor_mode")
 def _div_mode(cx, a, b, rounding_mode=None):
+    if rounding_mode not in (None, "floor"):
+        raise Unsupported("div with rounding_mode='trunc'")
+    name = "div" if rounding_mode is None else "floor_divide"
+    wide = _in_opmath(cx, name, [a, b])  # with the scalar as PyTorch takes it, before it is a constant
+    if wide is not None:
+        return wide
     a = operand(cx, a, b if _is_value(b) else None)
-    b = operand(cx, b, a)
-    if rounding_mode is None:
-        return cx.op("div", [a, b])
-    if rounding_mode == "floor":
-        return cx.op("floor_divide", [a, b])
-    raise Unsupported("div with rounding_mode='trunc'")
+    return cx.op(name, [a, operand(cx, b, a)])
 
 
 @lowering("aten.clamp.default", "aten.clamp.Tensor")
