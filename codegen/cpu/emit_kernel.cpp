@@ -1,6 +1,7 @@
 #include "codegen/cpu/emit_kernel.h"
 
 #include <algorithm>
+#include <functional>
 #include <limits>
 #include <vector>
 
@@ -37,15 +38,7 @@ class KernelWriter {
     Val fast = begin_function();
     m_.open("scf.for %row = %row_begin to %row_end step " + c1_.name + " : i64 {");
     std::vector<Val> base = row_offsets();
-    // Whole vectors on the fast path; then scalars over what is left (everything otherwise).
-    Val scalar_from = m_.let("scf.if " + fast.name + " -> (i64) {", i64());
-    m_.indent_more();
-    Val vector_end = vector_loop(base);
-    m_.line("scf.yield " + vector_end.name + " : i64");
-    m_.middle("} else {");
-    m_.line("scf.yield %inner_begin : i64");
-    m_.close();
-    inner_loop(base, scalar_from.name, "%inner_end");
+    over_inner(fast, vector_width(spec_), [&](const std::string& j, int width) { body(base, j, width); });
     m_.close();
     m_.line("return");
     m_.close();
@@ -120,20 +113,25 @@ class KernelWriter {
   }
 
   // Vectors over the whole vectors of [inner_begin, inner_end); returns where they end.
-  Val vector_loop(const std::vector<Val>& base) {
-    int width = vector_width(spec_);
+  // Over [%inner_begin, %inner_end): whole vectors of `width` on the fast path, then scalars
+  // over what is left (everything, off the fast path). `at(j, w)` emits the body at position j,
+  // a vector of w there or (w = 0) a scalar.
+  void over_inner(const Val& fast, int width, const std::function<void(const std::string&, int)>& at) {
+    Val scalar_from = m_.let("scf.if " + fast.name + " -> (i64) {", i64());
+    m_.indent_more();
     Val w = m_.int_constant(width, i64());
     Val vector_end = whole_vectors_end(w);
-    m_.open("scf.for %j = %inner_begin to " + vector_end.name + " step " + w.name + " : i64 {");
-    body(base, "%j", width);
+    std::string jv = m_.fresh();
+    m_.open("scf.for " + jv + " = %inner_begin to " + vector_end.name + " step " + w.name + " : i64 {");
+    at(jv, width);
     m_.close();
-    return vector_end;
-  }
-
-  void inner_loop(const std::vector<Val>& base, const std::string& from, const std::string& to) {
-    std::string j = m_.fresh();
-    m_.open("scf.for " + j + " = " + from + " to " + to + " step " + c1_.name + " : i64 {");
-    body(base, j, 0);
+    m_.line("scf.yield " + vector_end.name + " : i64");
+    m_.middle("} else {");
+    m_.line("scf.yield %inner_begin : i64");
+    m_.close();
+    std::string js = m_.fresh();
+    m_.open("scf.for " + js + " = " + scalar_from.name + " to %inner_end step " + c1_.name + " : i64 {");
+    at(js, 0);
     m_.close();
   }
 
@@ -274,23 +272,7 @@ class KernelWriter {
     scaled_.assign(spec_.outputs.size(), -1);
     m_.open("scf.for %row = %row_begin to %row_end step " + c1_.name + " : i64 {");
     std::vector<Val> base = row_offsets();
-    Val scalar_from = m_.let("scf.if " + fast.name + " -> (i64) {", i64());
-    m_.indent_more();
-    int width = column_width();
-    Val w = m_.int_constant(width, i64());
-    Val vector_end = whole_vectors_end(w);
-    std::string jv = m_.fresh();
-    m_.open("scf.for " + jv + " = %inner_begin to " + vector_end.name + " step " + w.name + " : i64 {");
-    columns_at(base, levels, jv, width);
-    m_.close();
-    m_.line("scf.yield " + vector_end.name + " : i64");
-    m_.middle("} else {");
-    m_.line("scf.yield %inner_begin : i64");
-    m_.close();
-    std::string js = m_.fresh();
-    m_.open("scf.for " + js + " = " + scalar_from.name + " to %inner_end step " + c1_.name + " : i64 {");
-    columns_at(base, levels, js, 0);
-    m_.close();
+    over_inner(fast, column_width(), [&](const std::string& j, int width) { columns_at(base, levels, j, width); });
     m_.close();
     m_.line("return");
     m_.close();
@@ -624,23 +606,7 @@ class KernelWriter {
     bool any = false;
     for (bool row : row_output_) any = any || !row;
     if (!any) return;
-    Val scalar_from = m_.let("scf.if " + fast.name + " -> (i64) {", i64());
-    m_.indent_more();
-    int width = vector_width(spec_);
-    Val w = m_.int_constant(width, i64());
-    Val vector_end = whole_vectors_end(w);
-    std::string jv = m_.fresh();
-    m_.open("scf.for " + jv + " = %inner_begin to " + vector_end.name + " step " + w.name + " : i64 {");
-    store_outputs(base, jv, width);
-    m_.close();
-    m_.line("scf.yield " + vector_end.name + " : i64");
-    m_.middle("} else {");
-    m_.line("scf.yield %inner_begin : i64");
-    m_.close();
-    std::string js = m_.fresh();
-    m_.open("scf.for " + js + " = " + scalar_from.name + " to %inner_end step " + c1_.name + " : i64 {");
-    store_outputs(base, js, 0);
-    m_.close();
+    over_inner(fast, vector_width(spec_), [&](const std::string& j, int width) { store_outputs(base, j, width); });
   }
 
   void store_outputs(const std::vector<Val>& base, const std::string& j, int width) {
