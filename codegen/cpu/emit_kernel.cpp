@@ -509,7 +509,7 @@ class KernelWriter {
     Val vector_end = whole_vectors_end(w);
     std::vector<Val> inits;
     for (size_t i = 0; i < n; ++i) inits.push_back(m_.constant(identity(instr(reductions[i]).op), vector_types[i]));
-    std::vector<Val> vector_accs = fold_blocks(base, reductions, vector_end, w, width, inits, last);
+    std::vector<Val> vector_accs = fold_blocks(base, reductions, "%inner_begin", vector_end.name, w, width, inits, last);
     std::vector<std::string> yields;
     for (size_t i = 0; i < n; ++i)
       yields.push_back(m_.let("vector.reduction <" + std::string(horizontal_kind(instr(reductions[i]).op)) + ">, " +
@@ -525,23 +525,22 @@ class KernelWriter {
     m_.close();
     std::vector<Val> partial;
     for (size_t i = 0; i < n; ++i) partial.push_back({result(split, n + 1, i), scalar_types[i]});
-    return fold_loop(base, reductions, result(split, n + 1, n), "%inner_end", c1_.name, 0, partial, last);
+    return fold_blocks(base, reductions, result(split, n + 1, n), "%inner_end", c1_, 0, partial, last);
   }
 
-  // The whole vectors of the row folded in blocks of kFoldBlock vectors, each from the identity
-  // and then into the running totals (see fold_down).
-  std::vector<Val> fold_blocks(const std::vector<Val>& base, const std::vector<int>& reductions, const Val& vector_end,
-                               const Val& w, int width, const std::vector<Val>& inits, bool last) {
+  // [from, to) of the row by steps of `w` (vectors of `width`, or scalars) folded in blocks of
+  // kFoldBlock steps, each from the identity and then into the running totals (see fold_down).
+  std::vector<Val> fold_blocks(const std::vector<Val>& base, const std::vector<int>& reductions, const std::string& from,
+                               const std::string& to, const Val& w, int width, const std::vector<Val>& inits, bool last) {
     const size_t n = reductions.size();
     std::vector<Ty> types;
     for (const Val& v : inits) types.push_back(v.ty);
     std::string outer = m_.fresh(), jb = m_.fresh();
     std::vector<std::string> totals = fresh_names(n);
     Val span = m_.binary("arith.muli", w, m_.int_constant(kFoldBlock, i64()));
-    m_.open(results_decl(outer, n) + " = scf.for " + jb + " = %inner_begin to " + vector_end.name + " step " + span.name +
+    m_.open(results_decl(outer, n) + " = scf.for " + jb + " = " + from + " to " + to + " step " + span.name +
             " iter_args(" + bind(totals, inits) + ") -> (" + type_list(types) + ") : i64 {");
-    Val end = m_.let("arith.minsi " + m_.binary("arith.addi", Val{jb, i64()}, span).name + ", " + vector_end.name + " : i64",
-                     i64());
+    Val end = m_.let("arith.minsi " + m_.binary("arith.addi", Val{jb, i64()}, span).name + ", " + to + " : i64", i64());
     std::vector<Val> identities;
     for (size_t i = 0; i < n; ++i) identities.push_back(m_.constant(identity(instr(reductions[i]).op), types[i]));
     std::vector<Val> partial = fold_loop(base, reductions, jb, end.name, w.name, width, identities, last);

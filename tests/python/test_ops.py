@@ -246,3 +246,17 @@ def test_values_saved_for_backward_keep_embers_layout(monkeypatch):
     assert {g.kind for g in graphs} == {"forward", "backward"}
     forward_outputs = 2
     assert all(k < forward_outputs for k in rebuilt), rebuilt  # no saved value was copied
+
+
+def test_a_graph_that_falls_back_gets_inputs_in_the_layout_it_was_traced_with():
+    """A backward graph that runs on PyTorch (its compile failed) gets its saved values from
+    ember's forward, which may lay them out otherwise (an elided .contiguous() is a strided
+    view); PyTorch's `view` would refuse those, so the fallback restrides them first."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+    from ember.dynamo import eager_fallback
+    gm = make_fx(lambda z: (z.view(-1) * 2,))(torch.randn(3, 4))
+    strided = torch.randn(4, 3).t()  # what ember's forward may hand over for a contiguous value
+    with pytest.raises(RuntimeError):
+        gm(strided)  # PyTorch alone refuses it
+    out = eager_fallback(gm)([strided])
+    torch.testing.assert_close(out[0], strided.reshape(-1) * 2)

@@ -410,8 +410,8 @@ class SizeSpecialized:
                     raise
                 warnings.warn(f"ember: compiling a graph for sizes {key} failed; at those sizes it runs on "
                               f"PyTorch instead ({type(e).__name__}: {e})", RuntimeWarning, stacklevel=3)
-                from functorch.compile import make_boxed_func
-                plan = make_boxed_func(self.gm)
+                from .dynamo import eager_fallback
+                plan = eager_fallback(self.gm)
             self.plans[key] = plan
         return plan
 

@@ -73,14 +73,49 @@ def ember_backend(gm, example_inputs, mode=None, options=None):
 
 
 def _visible_outputs(kind):
-    """How many of a training forward graph's outputs its caller sees (mutated inputs, the
-    model's outputs, bases of aliased outputs); the rest are saved for the backward graph.
-    AOTAutograd says so in the tracing context, as it does to Inductor. None: all of them."""
+    """How many of a training forward graph's outputs its caller sees (effect tokens, mutated
+    inputs, the model's outputs, bases of aliased outputs); the rest are saved for the backward
+    graph. AOTAutograd says so in the tracing context, as it does to Inductor. None: all."""
     if kind != "forward":
         return None
     context = torch._guards.TracingContext.try_get()
     metadata = getattr(context, "fw_metadata", None) if context is not None else None
-    return getattr(metadata, "num_forward_returns", None)
+    returns = getattr(metadata, "num_forward_returns", None)
+    if returns is None:
+        return None
+    return len(getattr(metadata, "tokens", None) or ()) + returns  # tokens come first, uncounted
+
+
+def eager_fallback(gm):
+    """gm run by PyTorch, its tensor inputs first put in the layout AOTAutograd traced them with:
+    a backward graph's saved values come from ember's forward in ember's layout (an elided
+    .contiguous() is a strided view), and an eager `view` of one may refuse it."""
+    from functorch.compile import make_boxed_func
+    run = make_boxed_func(gm)
+    layouts = [_traced_strides(n.meta.get("val")) for n in gm.graph.nodes if n.op == "placeholder"]
+
+    def call(args):
+        for i, (a, strides) in enumerate(zip(args, layouts)):
+            if strides is not False and isinstance(a, torch.Tensor) and a.stride() != strides:
+                args[i] = a.contiguous() if strides is None else \
+                    torch.empty_strided(a.shape, strides, dtype=a.dtype, device=a.device).copy_(a)
+        return run(args)
+
+    call._boxed_call = True
+    return call
+
+
+def _traced_strides(val):
+    """The strides a traced tensor input had: a tuple; None when they are symbolic and the
+    tensor was contiguous (a contiguous copy serves); False for anything else (left alone)."""
+    if not isinstance(val, torch.Tensor):
+        return False
+    if all(isinstance(s, int) for s in val.stride()):
+        return tuple(val.stride())
+    try:
+        return None if val.is_contiguous() else False
+    except Exception:  # a symbolic check that cannot be decided without a guard
+        return False
 
 
 def _compile_graph(gm, kind, mode, strict, report, visible_outputs=None):
@@ -95,7 +130,6 @@ def _compile_graph(gm, kind, mode, strict, report, visible_outputs=None):
         warnings.warn(f"ember: compiling a {kind} graph failed; it runs on PyTorch instead ({reason})",
                       RuntimeWarning, stacklevel=2)
         report.add_graph(_report.GraphRecord.fallback(kind, gm, reason, time.perf_counter() - start))
-        from functorch.compile import make_boxed_func
-        return make_boxed_func(gm)
+        return eager_fallback(gm)
     report.add_graph(_report.GraphRecord.compiled(kind, gm, compiled, time.perf_counter() - start))
     return compiled
