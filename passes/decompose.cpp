@@ -44,7 +44,7 @@ bool fusible(const Node* n) {
 
 class Decompose : public Pass {
  public:
-  explicit Decompose(bool rows_only) : fusible_only_(rows_only) {}
+  explicit Decompose(bool fusible_only) : fusible_only_(fusible_only) {}
   std::string_view name() const override { return fusible_only_ ? "decompose-fusible" : "decompose"; }
 
   bool run(Graph& g) override {

@@ -34,8 +34,8 @@ class Fuser {
 
  private:
   // Joins its producers' groups over `domain` (n's shape, or a reduction's input shape; an
-  // elementwise node over a row group's rows joins it too) and merges them into one when that
-  // keeps it convex; else joins the first one that does; else starts a group.
+  // elementwise node over a row or column group's lines joins it too) and merges them into one
+  // when that keeps it convex; else joins the first one that does; else starts a group.
   void place(Node* n, const Shape& domain) {
     const int folds = n->info().is_elementwise() ? -1 : folded_dim(n);
     std::vector<int> candidates;
