@@ -327,23 +327,23 @@ class KernelWriter {
   // squares all round one way); by blocks, the error grows with the block and the block count.
   std::vector<Val> fold_down(const std::vector<Val>& base, const std::vector<int>& reductions, const std::string& j,
                              int width, const std::vector<Val>& inits) {
+    return in_blocks(reductions, c0_.name, sizes_[rank() - 2].name, m_.int_constant(kFoldBlock, i64()), inits,
+                     [&](const std::string& from, const std::string& to, const std::vector<Val>& identities) {
+                       return fold_column(base, reductions, from, to, j, width, identities);
+                     });
+  }
+
+  // scf.for down the columns over rows [from, to) folding each reduction's argument into its
+  // accumulator.
+  std::vector<Val> fold_column(const std::vector<Val>& base, const std::vector<int>& reductions, const std::string& from,
+                               const std::string& to, const std::string& j, int width, const std::vector<Val>& inits) {
     const size_t n = reductions.size();
     std::vector<Ty> types;
     for (const Val& v : inits) types.push_back(v.ty);
-    std::string outer = m_.fresh(), rb = m_.fresh();
-    std::vector<std::string> totals = fresh_names(n);
-    Val block = m_.int_constant(kFoldBlock, i64());
-    m_.open(results_decl(outer, n) + " = scf.for " + rb + " = " + c0_.name + " to " + sizes_[rank() - 2].name + " step " +
-            block.name + " iter_args(" + bind(totals, inits) + ") -> (" + type_list(types) + ") : i64 {");
-    Val end = m_.let("arith.minsi " + m_.binary("arith.addi", Val{rb, i64()}, block).name + ", " + sizes_[rank() - 2].name +
-                         " : i64",
-                     i64());
-    std::vector<Val> identities;
-    for (int red : reductions) identities.push_back(m_.constant(identity(instr(red).op), types[identities.size()]));
-    std::string inner = m_.fresh(), r = m_.fresh();
-    std::vector<std::string> partials = fresh_names(n);
-    m_.open(results_decl(inner, n) + " = scf.for " + r + " = " + rb + " to " + end.name + " step " + c1_.name +
-            " iter_args(" + bind(partials, identities) + ") -> (" + type_list(types) + ") : i64 {");
+    std::string loop = m_.fresh(), r = m_.fresh();
+    std::vector<std::string> accs = fresh_names(n);
+    m_.open(results_decl(loop, n) + " = scf.for " + r + " = " + from + " to " + to + " step " + c1_.name +
+            " iter_args(" + bind(accs, inits) + ") -> (" + type_list(types) + ") : i64 {");
     std::vector<Val> offsets = down_offsets(base, r);
     std::vector<Val> memo(row_.size());
     std::vector<std::string> next;
@@ -351,14 +351,35 @@ class KernelWriter {
       const KernelInstr& red = instr(reductions[i]);
       Val x = value_at(red.args[0], offsets, j, width, memo);
       EMBER_CHECK(x.ty.str() == types[i].str(), "a column reduction folds ", x.ty.str(), " into ", types[i].str());
-      next.push_back(m_.binary(combine_op(red.op), Val{partials[i], types[i]}, x).name);
+      next.push_back(m_.binary(combine_op(red.op), Val{accs[i], types[i]}, x).name);
     }
     m_.line("scf.yield " + join(next) + " : " + type_list(types));
     m_.close();
-    next.clear();
+    std::vector<Val> out;
+    for (size_t i = 0; i < n; ++i) out.push_back({result(loop, n, i), types[i]});
+    return out;
+  }
+
+  // [from, to) in blocks of `span`: `fold(block_from, block_to, identities)` folds a block from the
+  // identities (its partial results), which are then combined into the running totals, starting
+  // from `inits`.
+  using FoldBlock = std::function<std::vector<Val>(const std::string&, const std::string&, const std::vector<Val>&)>;
+  std::vector<Val> in_blocks(const std::vector<int>& reductions, const std::string& from, const std::string& to,
+                             const Val& span, const std::vector<Val>& inits, const FoldBlock& fold) {
+    const size_t n = reductions.size();
+    std::vector<Ty> types;
+    for (const Val& v : inits) types.push_back(v.ty);
+    std::string outer = m_.fresh(), block = m_.fresh();
+    std::vector<std::string> totals = fresh_names(n);
+    m_.open(results_decl(outer, n) + " = scf.for " + block + " = " + from + " to " + to + " step " + span.name +
+            " iter_args(" + bind(totals, inits) + ") -> (" + type_list(types) + ") : i64 {");
+    Val end = m_.let("arith.minsi " + m_.binary("arith.addi", Val{block, i64()}, span).name + ", " + to + " : i64", i64());
+    std::vector<Val> identities;
+    for (size_t i = 0; i < n; ++i) identities.push_back(m_.constant(identity(instr(reductions[i]).op), types[i]));
+    std::vector<Val> partial = fold(block, end.name, identities);
+    std::vector<std::string> next;
     for (size_t i = 0; i < n; ++i)
-      next.push_back(m_.binary(combine_op(instr(reductions[i]).op), Val{totals[i], types[i]},
-                               Val{result(inner, n, i), types[i]}).name);
+      next.push_back(m_.binary(combine_op(instr(reductions[i]).op), Val{totals[i], types[i]}, partial[i]).name);
     m_.line("scf.yield " + join(next) + " : " + type_list(types));
     m_.close();
     std::vector<Val> out;
@@ -532,26 +553,11 @@ class KernelWriter {
   // kFoldBlock steps, each from the identity and then into the running totals (see fold_down).
   std::vector<Val> fold_blocks(const std::vector<Val>& base, const std::vector<int>& reductions, const std::string& from,
                                const std::string& to, const Val& w, int width, const std::vector<Val>& inits, bool last) {
-    const size_t n = reductions.size();
-    std::vector<Ty> types;
-    for (const Val& v : inits) types.push_back(v.ty);
-    std::string outer = m_.fresh(), jb = m_.fresh();
-    std::vector<std::string> totals = fresh_names(n);
     Val span = m_.binary("arith.muli", w, m_.int_constant(kFoldBlock, i64()));
-    m_.open(results_decl(outer, n) + " = scf.for " + jb + " = " + from + " to " + to + " step " + span.name +
-            " iter_args(" + bind(totals, inits) + ") -> (" + type_list(types) + ") : i64 {");
-    Val end = m_.let("arith.minsi " + m_.binary("arith.addi", Val{jb, i64()}, span).name + ", " + to + " : i64", i64());
-    std::vector<Val> identities;
-    for (size_t i = 0; i < n; ++i) identities.push_back(m_.constant(identity(instr(reductions[i]).op), types[i]));
-    std::vector<Val> partial = fold_loop(base, reductions, jb, end.name, w.name, width, identities, last);
-    std::vector<std::string> next;
-    for (size_t i = 0; i < n; ++i)
-      next.push_back(m_.binary(combine_op(instr(reductions[i]).op), Val{totals[i], types[i]}, partial[i]).name);
-    m_.line("scf.yield " + join(next) + " : " + type_list(types));
-    m_.close();
-    std::vector<Val> out;
-    for (size_t i = 0; i < n; ++i) out.push_back({result(outer, n, i), types[i]});
-    return out;
+    return in_blocks(reductions, from, to, span, inits,
+                     [&](const std::string& block_from, const std::string& block_to, const std::vector<Val>& identities) {
+                       return fold_loop(base, reductions, block_from, block_to, w.name, width, identities, last);
+                     });
   }
 
   // scf.for over [from, to) by `step` folding each reduction's argument into its accumulator; in
