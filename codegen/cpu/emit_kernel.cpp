@@ -351,7 +351,7 @@ class KernelWriter {
       const KernelInstr& red = instr(reductions[i]);
       Val x = value_at(red.args[0], offsets, j, width, memo);
       EMBER_CHECK(x.ty.str() == types[i].str(), "a column reduction folds ", x.ty.str(), " into ", types[i].str());
-      next.push_back(m_.binary(combine_op(red.op), Val{accs[i], types[i]}, x).name);
+      next.push_back(combine(red.op, Val{accs[i], types[i]}, x).name);
     }
     m_.line("scf.yield " + join(next) + " : " + type_list(types));
     m_.close();
@@ -379,7 +379,7 @@ class KernelWriter {
     std::vector<Val> partial = fold(block, end.name, identities);
     std::vector<std::string> next;
     for (size_t i = 0; i < n; ++i)
-      next.push_back(m_.binary(combine_op(instr(reductions[i]).op), Val{totals[i], types[i]}, partial[i]).name);
+      next.push_back(combine(instr(reductions[i]).op, Val{totals[i], types[i]}, partial[i]).name);
     m_.line("scf.yield " + join(next) + " : " + type_list(types));
     m_.close();
     std::vector<Val> out;
@@ -487,8 +487,14 @@ class KernelWriter {
     return m_.let("vector.broadcast " + scalar.name + " : " + scalar.ty.str() + " to " + ty.str(), ty);
   }
 
-  static const char* combine_op(Op op) {
-    return op == Op::Max ? "arith.maximumf" : op == Op::Min ? "arith.minimumf" : "arith.addf";
+  // acc folded with x as the interpreter folds them ([Note: reduction semantics]): a sum adds; max
+  // and min take x when it is NaN or beyond acc, and keep acc when it is NaN or on a tie, so
+  // -0.0 and 0.0 give whichever came first, as in eager, where arith.maximumf would pick 0.0.
+  Val combine(Op op, const Val& acc, const Val& x) {
+    if (op != Op::Max && op != Op::Min) return m_.binary("arith.addf", acc, x);
+    Val beyond = m_.cmp("arith.cmpf", op == Op::Max ? "ugt" : "ult", x, acc);  // or x is NaN
+    Val take = m_.binary("arith.andi", beyond, m_.cmp("arith.cmpf", "ord", acc, acc));
+    return m_.select(take, x, acc);
   }
   static const char* horizontal_kind(Op op) { return op == Op::Max ? "maximumf" : op == Op::Min ? "minimumf" : "add"; }
   static double identity(Op op) {
@@ -582,7 +588,7 @@ class KernelWriter {
       const KernelInstr& r = instr(reductions[i]);
       Val x = value_at(r.args[0], base, j, width, memo);
       EMBER_CHECK(x.ty.elem == types[i].elem, "a row reduction folds ", x.ty.str(), " into ", types[i].str());
-      next.push_back(m_.binary(combine_op(r.op), Val{accs[i], types[i]}, x).name);
+      next.push_back(combine(r.op, Val{accs[i], types[i]}, x).name);
     }
     for (size_t out = 0; last && out < scaled_.size(); ++out)
       if (scaled_[out] >= 0)

@@ -175,3 +175,19 @@ TEST_CASE("long rows and columns fold in blocks: a variance over a million value
   CHECK(columns.report().graphs.at(0).interpreter_ops.empty());
   CHECK(rows.report().graphs.at(0).interpreter_ops.empty());
 }
+
+TEST_CASE("column max and min keep the first of -0.0 and 0.0, as the interpreter and eager do",
+          "[codegen][reductions]") {
+  // arith.maximumf would give 0.0 for max(-0.0, 0.0) whichever came first.
+  std::vector<double> values;
+  for (int r = 0; r < 3; ++r)
+    for (int j = 0; j < 40; ++j) values.push_back((r + j) % 2 ? 0.0 : -0.0);
+  Tensor z = from_vector(values, {3, 40});
+  for (auto [name, reduce] : reductions()) {
+    if (std::string(name) == "sum" || std::string(name) == "mean") continue;
+    INFO(name);
+    auto f = compile([reduce](const Tensor& t) { return reduce(t, {0}, true); });
+    CHECK(test::same_bits(f(z), reduce(z, {0}, true)));
+    CHECK(f.report().graphs.at(0).kernels == 1);
+  }
+}
