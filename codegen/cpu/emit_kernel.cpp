@@ -337,27 +337,17 @@ class KernelWriter {
   // accumulator.
   std::vector<Val> fold_column(const std::vector<Val>& base, const std::vector<int>& reductions, const std::string& from,
                                const std::string& to, const std::string& j, int width, const std::vector<Val>& inits) {
-    const size_t n = reductions.size();
-    std::vector<Ty> types;
-    for (const Val& v : inits) types.push_back(v.ty);
-    std::string loop = m_.fresh(), r = m_.fresh();
-    std::vector<std::string> accs = fresh_names(n);
-    m_.open(results_decl(loop, n) + " = scf.for " + r + " = " + from + " to " + to + " step " + c1_.name +
-            " iter_args(" + bind(accs, inits) + ") -> (" + type_list(types) + ") : i64 {");
+    std::string r = m_.fresh();
+    Carried loop = open_carrying(r, from, to, c1_.name, inits);
     std::vector<Val> offsets = down_offsets(base, r);
-    std::vector<Val> memo(row_.size());
-    std::vector<std::string> next;
-    for (size_t i = 0; i < n; ++i) {
+    std::vector<Val> memo(row_.size()), next;
+    for (size_t i = 0; i < reductions.size(); ++i) {
       const KernelInstr& red = instr(reductions[i]);
       Val x = value_at(red.args[0], offsets, j, width, memo);
-      EMBER_CHECK(x.ty.str() == types[i].str(), "a column reduction folds ", x.ty.str(), " into ", types[i].str());
-      next.push_back(combine(red.op, Val{accs[i], types[i]}, x).name);
+      EMBER_CHECK(x.ty.str() == inits[i].ty.str(), "a column reduction folds ", x.ty.str(), " into ", inits[i].ty.str());
+      next.push_back(combine(red.op, loop.inside[i], x));
     }
-    m_.line("scf.yield " + join(next) + " : " + type_list(types));
-    m_.close();
-    std::vector<Val> out;
-    for (size_t i = 0; i < n; ++i) out.push_back({result(loop, n, i), types[i]});
-    return out;
+    return close_carrying(loop, next);
   }
 
   // [from, to) in blocks of `span`: `fold(block_from, block_to, identities)` folds a block from the
@@ -366,24 +356,48 @@ class KernelWriter {
   using FoldBlock = std::function<std::vector<Val>(const std::string&, const std::string&, const std::vector<Val>&)>;
   std::vector<Val> in_blocks(const std::vector<int>& reductions, const std::string& from, const std::string& to,
                              const Val& span, const std::vector<Val>& inits, const FoldBlock& fold) {
-    const size_t n = reductions.size();
-    std::vector<Ty> types;
-    for (const Val& v : inits) types.push_back(v.ty);
-    std::string outer = m_.fresh(), block = m_.fresh();
-    std::vector<std::string> totals = fresh_names(n);
-    m_.open(results_decl(outer, n) + " = scf.for " + block + " = " + from + " to " + to + " step " + span.name +
-            " iter_args(" + bind(totals, inits) + ") -> (" + type_list(types) + ") : i64 {");
+    std::string block = m_.fresh();
+    Carried loop = open_carrying(block, from, to, span.name, inits);
     Val end = m_.let("arith.minsi " + m_.binary("arith.addi", Val{block, i64()}, span).name + ", " + to + " : i64", i64());
-    std::vector<Val> identities;
-    for (size_t i = 0; i < n; ++i) identities.push_back(m_.constant(identity(instr(reductions[i]).op), types[i]));
+    std::vector<Val> identities, next;
+    for (size_t i = 0; i < reductions.size(); ++i)
+      identities.push_back(m_.constant(identity(instr(reductions[i]).op), inits[i].ty));
     std::vector<Val> partial = fold(block, end.name, identities);
-    std::vector<std::string> next;
-    for (size_t i = 0; i < n; ++i)
-      next.push_back(combine(instr(reductions[i]).op, Val{totals[i], types[i]}, partial[i]).name);
-    m_.line("scf.yield " + join(next) + " : " + type_list(types));
+    for (size_t i = 0; i < reductions.size(); ++i)
+      next.push_back(combine(instr(reductions[i]).op, loop.inside[i], partial[i]));
+    return close_carrying(loop, next);
+  }
+
+  // An scf.for carrying values: open_carrying emits its header and gives the carried values as its
+  // body sees them; close_carrying yields the next ones and gives the loop's results.
+  struct Carried {
+    std::string loop;
+    std::vector<Val> inside;
+  };
+  Carried open_carrying(const std::string& var, const std::string& from, const std::string& to, const std::string& step,
+                        const std::vector<Val>& inits) {
+    Carried c{m_.fresh(), {}};
+    std::vector<std::string> names = fresh_names(inits.size());
+    std::vector<Ty> types;
+    for (size_t i = 0; i < inits.size(); ++i) {
+      types.push_back(inits[i].ty);
+      c.inside.push_back({names[i], inits[i].ty});
+    }
+    m_.open(results_decl(c.loop, inits.size()) + " = scf.for " + var + " = " + from + " to " + to + " step " + step +
+            " iter_args(" + bind(names, inits) + ") -> (" + type_list(types) + ") : i64 {");
+    return c;
+  }
+  std::vector<Val> close_carrying(const Carried& c, const std::vector<Val>& next) {
+    std::vector<std::string> names;
+    std::vector<Ty> types;
+    for (size_t i = 0; i < next.size(); ++i) {
+      names.push_back(next[i].name);
+      types.push_back(c.inside[i].ty);
+    }
+    m_.line("scf.yield " + join(names) + " : " + type_list(types));
     m_.close();
     std::vector<Val> out;
-    for (size_t i = 0; i < n; ++i) out.push_back({result(outer, n, i), types[i]});
+    for (size_t i = 0; i < next.size(); ++i) out.push_back({result(c.loop, next.size(), i), types[i]});
     return out;
   }
 
@@ -571,33 +585,19 @@ class KernelWriter {
   std::vector<Val> fold_loop(const std::vector<Val>& base, const std::vector<int>& reductions, const std::string& from,
                              const std::string& to, const std::string& step, int width, const std::vector<Val>& inits,
                              bool last) {
-    const size_t n = reductions.size();
-    std::string loop = m_.fresh(), j = m_.fresh();
-    std::vector<std::string> accs, args;
-    std::vector<Ty> types;
-    for (size_t i = 0; i < n; ++i) {
-      accs.push_back(m_.fresh());
-      args.push_back(accs[i] + " = " + inits[i].name);
-      types.push_back(inits[i].ty);
-    }
-    m_.open(results_decl(loop, n) + " = scf.for " + j + " = " + from + " to " + to + " step " + step + " iter_args(" +
-            join(args) + ") -> (" + type_list(types) + ") : i64 {");
-    std::vector<Val> memo(row_.size());
-    std::vector<std::string> next;
-    for (size_t i = 0; i < n; ++i) {
+    std::string j = m_.fresh();
+    Carried loop = open_carrying(j, from, to, step, inits);
+    std::vector<Val> memo(row_.size()), next;
+    for (size_t i = 0; i < reductions.size(); ++i) {
       const KernelInstr& r = instr(reductions[i]);
       Val x = value_at(r.args[0], base, j, width, memo);
-      EMBER_CHECK(x.ty.elem == types[i].elem, "a row reduction folds ", x.ty.str(), " into ", types[i].str());
-      next.push_back(combine(r.op, Val{accs[i], types[i]}, x).name);
+      EMBER_CHECK(x.ty.elem == inits[i].ty.elem, "a row reduction folds ", x.ty.str(), " into ", inits[i].ty.str());
+      next.push_back(combine(r.op, loop.inside[i], x));
     }
     for (size_t out = 0; last && out < scaled_.size(); ++out)
       if (scaled_[out] >= 0)
         store(out, value_at(scaled_[out], base, j, width, memo), base[num_inputs() + out], j, width);
-    m_.line("scf.yield " + join(next) + " : " + type_list(types));
-    m_.close();
-    std::vector<Val> out;
-    for (size_t i = 0; i < n; ++i) out.push_back({result(loop, n, i), types[i]});
-    return out;
+    return close_carrying(loop, next);
   }
 
   // A reduction's folded value as its instruction's result: a mean divides by the row's length;
