@@ -33,7 +33,9 @@ std::string KernelSpec::str() const {
 
 std::string KernelSpec::hash() const { return sha256_hex(str()); }
 
-bool is_row_reduction(Op op) { return op == Op::Sum || op == Op::Mean || op == Op::Max || op == Op::Min; }
+bool is_row_reduction(Op op) {
+  return op == Op::Sum || op == Op::Mean || op == Op::Prod || op == Op::Max || op == Op::Min;
+}
 
 bool KernelSpec::reduces() const {
   return std::any_of(body.begin(), body.end(), [](const KernelInstr& b) { return is_row_reduction(b.op); });
@@ -228,10 +230,12 @@ KernelSpec parse_kernel_spec(const std::string& text) { return SpecParser().pars
 
 namespace {
 
-// What a row reduction accumulates in: sums and means in the registry's accumulator (float32
-// for float16/bfloat16/float32, float64 for float64); max and min pick, in the register type.
+// What a row reduction accumulates in: sums, means and products in the registry's accumulator
+// (float32 for float16/bfloat16/float32, float64 for float64, int64 for integers and bool); max
+// and min pick, in the register type.
 DType reduction_compute_dtype(Op op, DType input) {
-  if (op == Op::Sum) return op_info(Op::Sum).reduction->accumulator(input);
+  if (op == Op::Sum || op == Op::Prod) return op_info(op).reduction->accumulator(input);
+  if (!is_floating(input)) return op == Op::Mean ? DType::Float32 : input;
   return input == DType::Float64 ? DType::Float64 : DType::Float32;
 }
 

@@ -48,10 +48,21 @@ std::optional<int64_t> Builder::static_count(const TensorType& x,
 Value Builder::count(Value x, const std::vector<int64_t>& axes, DType dtype) {
   const TensorType& t = x.type();
   if (auto n = static_count(t, axes)) return scalar(static_cast<double>(*n), dtype);
-  Shape dims;
-  for (int64_t a : axes) dims.push_back(t.shape[a]);
-  Value ones = op(Op::Full, {}, {{"shape", dims}, {"value", 1.0}, {"dtype", DType::Int64}});
-  return cast(reduce(Op::Sum, ones, {}, false), dtype);
+  // A symbolic dim's size exists only at run time: the int64 sum of a one broadcast along it (a
+  // view: no memory), dim by dim, so that the work is the dims' sum, not their product.
+  Value one = op(Op::Full, {}, {{"shape", Shape{Dim(1)}}, {"value", 1.0}, {"dtype", DType::Int64}});
+  int64_t known = 1;
+  Value n;
+  for (int64_t a : axes) {
+    if (t.shape[a].is_static()) {
+      known *= t.shape[a].value();
+      continue;
+    }
+    Value along = reduce(Op::Sum, op(Op::Expand, {one}, {{"shape", Shape{t.shape[a]}}}), {}, false);
+    n = n.node ? mul(n, along) : along;
+  }
+  if (known != 1) n = mul(n, scalar(static_cast<double>(known), DType::Int64));
+  return cast(n, dtype);
 }
 
 }  // namespace ember

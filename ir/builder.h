@@ -37,8 +37,8 @@ class Builder {
   Value reduce(Op op_, Value x, const std::vector<int64_t>& axes, bool keepdim);
 
   // The number of elements in the dims `axes` of x (normalised; none: 1) as a 0-d tensor of
-  // `dtype`: a constant when they are static, else the int64 sum of a tensor of ones of those
-  // dims, converted (a symbolic count exists only at run time).
+  // `dtype`: a constant when they are static, else the product of int64 sums of a one broadcast
+  // along each symbolic dim, converted (a symbolic count exists only at run time).
   Value count(Value x, const std::vector<int64_t>& axes, DType dtype);
   // The same count when it is static.
   static std::optional<int64_t> static_count(const TensorType& x, const std::vector<int64_t>& axes);

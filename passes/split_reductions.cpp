@@ -17,10 +17,21 @@ struct Run {
 };
 
 bool splittable(const Node* n) {
-  if (n->op != Op::Sum && n->op != Op::Mean && n->op != Op::Max && n->op != Op::Min) return false;
+  if (n->op != Op::Sum && n->op != Op::Mean && n->op != Op::Prod && n->op != Op::Max && n->op != Op::Min) return false;
   if (n->num_outputs() != 1 || n->inputs().size() != 1 || folded_dim(n) >= 0) return false;
   const TensorType& x = n->inputs()[0].type();
-  return !x.shape.empty() && is_floating(x.dtype) && is_floating(n->type().dtype);
+  if (x.shape.empty()) return false;
+  // As the kernels fold them (codegen/cpu/emit_kernel.cpp: can_emit_reduction).
+  if (is_floating(x.dtype)) return is_floating(n->type().dtype);
+  return !is_floating(n->type().dtype) && n->op != Op::Mean;
+}
+
+// What the partial results are held in: sums, means and products in their accumulator (float16
+// would round at every step; integers wrap as int64), max and min in the input's dtype.
+DType partial_dtype(const Node* n) {
+  DType x = n->inputs()[0].type().dtype;
+  if (n->op == Op::Max || n->op == Op::Min) return x;
+  return op_info(n->op == Op::Prod ? Op::Prod : Op::Sum).reduction->accumulator(x);
 }
 
 Shape sizes_of(const std::vector<Run>& runs) {
@@ -41,10 +52,7 @@ Value split(Builder& b, const Node* n) {
     if (!runs.empty() && runs.back().reduced == reduced) runs.back().size = runs.back().size * x.shape[d];
     else runs.push_back({x.shape[d], reduced});
   }
-  // Partial sums of float16 would round at every step.
-  DType compute = n->op == Op::Sum || n->op == Op::Mean ? (x.dtype == DType::Float64 ? DType::Float64 : DType::Float32)
-                                                         : x.dtype;
-  Value v = b.reshape(b.cast(n->inputs()[0], compute), sizes_of(runs));
+  Value v = b.reshape(b.cast(n->inputs()[0], partial_dtype(n)), sizes_of(runs));
   while (std::any_of(runs.begin(), runs.end(), [](const Run& r) { return r.reduced; })) {
     // Runs alternate: the reduced run is the last one or the one before it.
     int64_t at = runs.back().reduced ? static_cast<int64_t>(runs.size()) - 1 : static_cast<int64_t>(runs.size()) - 2;

@@ -294,7 +294,7 @@ class KernelWriter {
       for (size_t v = num_inputs(); v < row_.size(); ++v)
         if (levels[v] == level && is_row_reduction(instr(v).op)) reductions.push_back(static_cast<int>(v));
       std::vector<Val> inits;
-      for (int r : reductions) inits.push_back(m_.constant(identity(instr(r).op), {register_type(instr(r).compute), width}));
+      for (int r : reductions) inits.push_back(identity(instr(r).op, {register_type(instr(r).compute), width}));
       std::vector<Val> folded = fold_down(base, reductions, j, width, inits);
       for (size_t i = 0; i < reductions.size(); ++i) row_vals_[reductions[i]] = finish(reductions[i], folded[i]);
       ready_row_values(base, levels, level, j, width);
@@ -361,7 +361,7 @@ class KernelWriter {
     Val end = m_.let("arith.minsi " + m_.binary("arith.addi", Val{block, i64()}, span).name + ", " + to + " : i64", i64());
     std::vector<Val> identities, next;
     for (size_t i = 0; i < reductions.size(); ++i)
-      identities.push_back(m_.constant(identity(instr(reductions[i]).op), inits[i].ty));
+      identities.push_back(identity(instr(reductions[i]).op, inits[i].ty));
     std::vector<Val> partial = fold(block, end.name, identities);
     for (size_t i = 0; i < reductions.size(); ++i)
       next.push_back(combine(instr(reductions[i]).op, loop.inside[i], partial[i]));
@@ -501,20 +501,31 @@ class KernelWriter {
     return m_.let("vector.broadcast " + scalar.name + " : " + scalar.ty.str() + " to " + ty.str(), ty);
   }
 
-  // acc folded with x as the interpreter folds them ([Note: reduction semantics]): a sum adds; max
-  // and min take x when it is NaN or beyond acc, and keep acc when it is NaN or on a tie, so
-  // -0.0 and 0.0 give whichever came first, as in eager, where arith.maximumf would pick 0.0.
+  // acc folded with x as the interpreter folds them ([Note: reduction semantics]): a sum adds, a
+  // product multiplies; max and min take x when it is NaN or beyond acc, and keep acc when it is
+  // NaN or on a tie, so -0.0 and 0.0 give whichever came first, as in eager, where
+  // arith.maximumf would pick 0.0. Integers (held as i64, whatever their dtype) wrap as int64.
   Val combine(Op op, const Val& acc, const Val& x) {
-    if (op != Op::Max && op != Op::Min) return m_.binary("arith.addf", acc, x);
+    bool fp = acc.ty.is_float();
+    if (op == Op::Prod) return m_.binary(fp ? "arith.mulf" : "arith.muli", acc, x);
+    if (op != Op::Max && op != Op::Min) return m_.binary(fp ? "arith.addf" : "arith.addi", acc, x);
+    if (!fp) return m_.binary(op == Op::Max ? "arith.maxsi" : "arith.minsi", acc, x);
     Val beyond = m_.cmp("arith.cmpf", op == Op::Max ? "ugt" : "ult", x, acc);  // or x is NaN
     Val take = m_.binary("arith.andi", beyond, m_.cmp("arith.cmpf", "ord", acc, acc));
     return m_.select(take, x, acc);
   }
-  static const char* horizontal_kind(Op op) { return op == Op::Max ? "maximumf" : op == Op::Min ? "minimumf" : "add"; }
-  static double identity(Op op) {
-    if (op == Op::Max) return -std::numeric_limits<double>::infinity();
-    if (op == Op::Min) return std::numeric_limits<double>::infinity();
-    return 0.0;
+  static std::string horizontal_kind(Op op, const Ty& ty) {
+    if (op == Op::Prod) return "mul";
+    if (op != Op::Max && op != Op::Min) return "add";
+    return std::string(op == Op::Max ? "max" : "min") + (ty.is_float() ? "imumf" : "si");
+  }
+  // The value that folds to nothing: the start of every block and lane.
+  Val identity(Op op, const Ty& ty) {
+    if (op == Op::Sum || op == Op::Mean) return ty.is_float() ? m_.constant(0.0, ty) : m_.int_constant(0, ty);
+    if (op == Op::Prod) return ty.is_float() ? m_.constant(1.0, ty) : m_.int_constant(1, ty);
+    bool max = op == Op::Max;
+    if (ty.is_float()) return m_.constant((max ? -1 : 1) * std::numeric_limits<double>::infinity(), ty);
+    return m_.int_constant(max ? std::numeric_limits<int64_t>::min() : std::numeric_limits<int64_t>::max(), ty);
   }
 
   // The name of result i of a multi-result op named `name` with `count` results.
@@ -549,18 +560,18 @@ class KernelWriter {
     Val w = m_.int_constant(width, i64());
     Val vector_end = whole_vectors_end(w);
     std::vector<Val> inits;
-    for (size_t i = 0; i < n; ++i) inits.push_back(m_.constant(identity(instr(reductions[i]).op), vector_types[i]));
+    for (size_t i = 0; i < n; ++i) inits.push_back(identity(instr(reductions[i]).op, vector_types[i]));
     std::vector<Val> vector_accs = fold_blocks(base, reductions, "%inner_begin", vector_end.name, w, width, inits, last);
     std::vector<std::string> yields;
     for (size_t i = 0; i < n; ++i)
-      yields.push_back(m_.let("vector.reduction <" + std::string(horizontal_kind(instr(reductions[i]).op)) + ">, " +
+      yields.push_back(m_.let("vector.reduction <" + horizontal_kind(instr(reductions[i]).op, vector_types[i]) + ">, " +
                                   vector_accs[i].name + " : " + vector_types[i].str() + " into " + scalar_types[i].str(),
                               scalar_types[i]).name);
     yields.push_back(vector_end.name);
     m_.line("scf.yield " + join(yields) + " : " + type_list(if_types));
     m_.middle("} else {");
     std::vector<std::string> identities;
-    for (size_t i = 0; i < n; ++i) identities.push_back(m_.constant(identity(instr(reductions[i]).op), scalar_types[i]).name);
+    for (size_t i = 0; i < n; ++i) identities.push_back(identity(instr(reductions[i]).op, scalar_types[i]).name);
     identities.push_back("%inner_begin");
     m_.line("scf.yield " + join(identities) + " : " + type_list(if_types));
     m_.close();
@@ -658,7 +669,10 @@ std::string emit_kernel(const KernelSpec& spec, const std::string& name) { retur
 
 bool can_emit_reduction(const Node* n) {
   const TensorType& x = n->inputs()[0].type();
-  if (!is_floating(x.dtype) || !is_floating(n->type().dtype)) return false;
+  // Integer and bool sums, products, max and min fold in int64 registers; a mean of them is no
+  // op of PyTorch's, nor a float output of an integer fold.
+  bool integer = !is_floating(x.dtype) && !is_floating(n->type().dtype) && n->op != Op::Mean;
+  if (!integer && (!is_floating(x.dtype) || !is_floating(n->type().dtype))) return false;
   // The max of nothing is an error in eager: an empty line stays with the interpreter.
   const Dim& folded = x.shape[folded_dim(n)];
   return !((n->op == Op::Max || n->op == Op::Min) && folded.is_static() && folded.value() == 0);

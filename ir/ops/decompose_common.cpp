@@ -36,9 +36,36 @@ Value last_along(Builder& b, Value x, const std::vector<int64_t>& axes) {
   return x;
 }
 
-Moments moments(Builder& b, Value xc, const std::vector<int64_t>& axes) {
+namespace {
+
+// x's dims with neighbours that are both reduced or both kept merged into one: the shape the
+// moments are taken in, so that each reduction is over one dim of it.
+struct Runs {
+  Shape sizes;
+  std::vector<int64_t> reduced;  // indices into sizes, ascending
+};
+
+Runs runs_of(const TensorType& x, const std::vector<int64_t>& axes) {
+  Runs r;
+  bool last_reduced = false;
+  for (int64_t d = 0; d < static_cast<int64_t>(x.shape.size()); ++d) {
+    bool reduced = std::find(axes.begin(), axes.end(), d) != axes.end();
+    if (d > 0 && reduced == last_reduced) {
+      r.sizes.back() = r.sizes.back() * x.shape[d];
+      continue;
+    }
+    if (reduced) r.reduced.push_back(static_cast<int64_t>(r.sizes.size()));
+    r.sizes.push_back(x.shape[d]);
+    last_reduced = reduced;
+  }
+  return r;
+}
+
+// Shift and two passes over one run of reduced dims ([Note: shifted two-pass]).
+Moments moments_over_run(Builder& b, Value xc, const std::vector<int64_t>& axes, bool want_mean) {
   Moments m;
   m.count = b.count(xc, axes, xc.type().dtype);
+  if (want_mean) m.mean = b.div(b.reduce(Op::Sum, xc, axes, true), m.count);
   Value shifted = xc;  // an empty group has no element to shift by, nor a deviation
   if (!empty_along(xc.type(), axes)) shifted = b.sub(xc, last_along(b, xc, axes));
   Value shifted_mean = b.div(b.reduce(Op::Sum, shifted, axes, true), m.count);
@@ -47,8 +74,81 @@ Moments moments(Builder& b, Value xc, const std::vector<int64_t>& axes) {
   return m;
 }
 
-Value mean_of(Builder& b, Value xc, const std::vector<int64_t>& axes, Value count) {
-  return b.div(b.reduce(Op::Sum, xc, axes, true), count);
+// [Note: grouped moments] Over reduced dims that are not one run (batch norm's (0, 2, 3) of
+// [N, C, H, W]), the two passes would each read x from memory: the deviations' pass needs the
+// mean over every group. Instead the moments are taken per group of the last run, whose two
+// passes read one row (H * W values) while it is in cache, and the groups' moments combine as
+// Chan, Golub and LeVeque's parallel variance does: with k groups of n values,
+//   mean = sum_i(mean_i) / k,   M2 = sum_i(M2_i) + n * sum_i((mean_i - mean)^2),
+// which is exact in exact arithmetic and no less accurate than two passes in floating point.
+// The shift is one element of the whole set, so that a constant set still centres to zeros.
+Moments grouped_moments(Builder& b, Value xc, const std::vector<int64_t>& axes, const Runs& runs,
+                        bool want_mean) {
+  DType c = xc.type().dtype;
+  Value shift = last_along(b, xc, axes);
+  Shape kept = shift.type().shape;  // x's shape with the reduced dims as 1
+  Shape kept_runs = runs.sizes;
+  for (int64_t r : runs.reduced) kept_runs[r] = Dim(1);
+  // In the runs' shape: x's reshape is a view, the shift's is of a small tensor.
+  Value x_runs = b.reshape(xc, runs.sizes);
+  Value shifted = b.sub(x_runs, b.reshape(shift, kept_runs));
+  std::vector<int64_t> inner{runs.reduced.back()};
+  std::vector<int64_t> outer(runs.reduced.begin(), runs.reduced.end() - 1);
+  Value n = b.count(x_runs, inner, c);
+  Value row_mean = b.div(b.reduce(Op::Sum, shifted, inner, true), n);
+  Value deviation = b.sub(shifted, row_mean);
+  Value row_m2 = b.reduce(Op::Sum, b.mul(deviation, deviation), inner, true);
+  // The groups' moments without the inner run's dim: batch norm's are [N, C], which the
+  // combining reductions fold down as columns, in one kernel.
+  Shape groups_shape = runs.sizes;
+  groups_shape.erase(groups_shape.begin() + inner[0]);
+  Value group_mean = b.reshape(row_mean, groups_shape);
+  Value group_m2 = b.reshape(row_m2, groups_shape);
+  Value groups = b.count(group_mean, outer, c);
+  Value mean = b.div(b.reduce(Op::Sum, group_mean, outer, true), groups);
+  Value spread = b.sub(group_mean, mean);
+  Value between = b.mul(n, b.reduce(Op::Sum, b.mul(spread, spread), outer, true));
+  Value m2 = b.add(b.reduce(Op::Sum, group_m2, outer, true), between);
+  Moments m;
+  m.count = b.count(xc, axes, c);
+  if (want_mean) {  // summed in the same shape as the rest, so in the same kernels
+    Value row_sum = b.reshape(b.reduce(Op::Sum, x_runs, inner, true), groups_shape);
+    Value sum = b.reshape(b.reduce(Op::Sum, row_sum, outer, true), kept);
+    m.mean = b.div(sum, m.count);
+  }
+  m.sum_squares = b.reshape(m2, kept);
+  Value shifted_x = b.sub(xc, shift);
+  m.centered = b.sub(shifted_x, b.reshape(mean, kept));
+  return m;
+}
+
+// A single reduced run too long for its two passes to stay in cache, split into groups of
+// about `target` values: a row of 2^24 into rows of 16384, a column of 16384 into columns of 512
+// (32 lanes of 512 rows: 64 KiB). The groups also give a lone row threads to run on.
+bool split_long_run(Runs& runs) {
+  int64_t at = runs.reduced[0];
+  bool row = at + 1 == static_cast<int64_t>(runs.sizes.size());
+  int64_t target = row ? 16384 : 512;
+  if (!runs.sizes[at].is_static()) return false;
+  int64_t length = runs.sizes[at].value();
+  if (length < 4 * target) return false;
+  for (int64_t group = target; group >= target / 8; --group) {
+    if (length % group != 0) continue;
+    runs.sizes[at] = Dim(length / group);
+    runs.sizes.insert(runs.sizes.begin() + at + 1, Dim(group));
+    runs.reduced = {at, at + 1};
+    return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+Moments moments(Builder& b, Value xc, const std::vector<int64_t>& axes, bool want_mean) {
+  if (axes.empty() || empty_along(xc.type(), axes)) return moments_over_run(b, xc, axes, want_mean);
+  Runs runs = runs_of(xc.type(), axes);
+  if (runs.reduced.size() < 2 && !split_long_run(runs)) return moments_over_run(b, xc, axes, want_mean);
+  return grouped_moments(b, xc, axes, runs, want_mean);
 }
 
 Value softmax_along(Builder& b, Value xc, int64_t axis, bool log) {

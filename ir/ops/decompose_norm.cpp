@@ -30,8 +30,8 @@ Normalized normalize(Builder& b, Value xc, const std::vector<int64_t>& axes, dou
   Normalized n;
   Value var;
   if (center != Center::No) {
-    Moments m = moments(b, xc, axes);
-    if (center == Center::AndMean) n.mean = mean_of(b, xc, axes, m.count);
+    Moments m = moments(b, xc, axes, center == Center::AndMean);
+    n.mean = m.mean;
     var = b.div(m.sum_squares, m.count);
     xc = m.centered;
   } else {
@@ -114,7 +114,7 @@ Values decompose_native_batch_norm(Builder& b, const Values& in, const Attrs& at
   std::vector<int64_t> axes{0};
   for (int64_t i = 2; i < static_cast<int64_t>(x.shape.size()); ++i) axes.push_back(i);
   Value xc = b.cast(in[0], c);
-  Moments m = moments(b, xc, axes);
+  Moments m = moments(b, xc, axes, true);
   double eps = attr_float(attrs, "eps"), momentum = attr_float(attrs, "momentum");
   Value var = b.div(m.sum_squares, m.count);
   Value invstd = b.unary(Op::Rsqrt, b.add(var, b.scalar(eps, c)));
@@ -123,7 +123,7 @@ Values decompose_native_batch_norm(Builder& b, const Values& in, const Attrs& at
   Value scaled = b.mul(normalized, weight);
   Value y = b.add(scaled, per_channel(b, b.cast(in[2], c), x));
   Shape channels{x.shape[1]};
-  Value mean = b.reshape(mean_of(b, xc, axes, m.count), channels);
+  Value mean = b.reshape(m.mean, channels);
   Value keep = b.scalar(1 - momentum, c), take = b.scalar(momentum, c);
   Value kept_mean = b.mul(keep, b.cast(in[3], c));
   Value new_mean = b.add(kept_mean, b.mul(take, mean));

@@ -21,7 +21,7 @@ Variance variance(Builder& b, Op op, const Values& in, const Attrs& attrs, DType
                   bool want_mean = false) {
   std::vector<int64_t> axes = reduced_axes(op_name(op), in[0].type(), attr_ints(attrs, "axes"));
   Value xc = b.cast(in[0], c);
-  Moments m = moments(b, xc, axes);
+  Moments m = moments(b, xc, axes, want_mean);
   double correction = attr_float(attrs, "correction");
   Value denominator;
   if (auto n = Builder::static_count(xc.type(), axes))
@@ -29,7 +29,7 @@ Variance variance(Builder& b, Op op, const Values& in, const Attrs& attrs, DType
   else
     denominator = b.op(Op::Maximum, {b.sub(m.count, b.scalar(correction, c)), b.scalar(0.0, c)});
   Value var = b.div(m.sum_squares, denominator);
-  return {var, want_mean ? mean_of(b, xc, axes, m.count) : Value()};
+  return {var, m.mean};
 }
 
 }  // namespace

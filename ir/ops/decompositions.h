@@ -56,16 +56,18 @@ struct Moments {
   Value count;        // 0-d
   Value centered;     // xc - its mean
   Value sum_squares;  // sum(centered^2)
+  // sum(xc) / count, when asked for: the mean as an output, unshifted (infinities as the direct
+  // kernels give them, which the shifted form would turn into NaN).
+  Value mean;
 };
 // [Note: shifted two-pass] Two passes (the mean, then the squared deviations) over the data
 // shifted by one of its elements, the last along `axes`. Plain two-pass leaves rounding noise in
 // x - mean when a group is constant (sum / n need not round back to the value), and a norm
 // multiplies it by rsqrt(var + eps), 316 for eps = 1e-5; shifted, a constant group centres to
 // exact zeros, and otherwise it is as accurate. NaN and infinities give NaN as unshifted.
-Moments moments(Builder& b, Value xc, const std::vector<int64_t>& axes);
-// sum(xc) / count over `axes`, kept as size 1: the mean as an output (infinities as the direct
-// kernels give them, which the shifted form would turn into NaN).
-Value mean_of(Builder& b, Value xc, const std::vector<int64_t>& axes, Value count);
+// Over dims that are not one run, or one long run, the passes are per group and the groups
+// combine ([Note: grouped moments] in decompose_common.cpp).
+Moments moments(Builder& b, Value xc, const std::vector<int64_t>& axes, bool want_mean = false);
 
 // softmax (or log_softmax) of xc along `axis`, subtracting the max; xc is in its compute dtype.
 // A statically empty axis gives xc back (there is nothing to normalise).

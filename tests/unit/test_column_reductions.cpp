@@ -8,7 +8,9 @@
 #include <limits>
 
 #include "codegen/kernel_spec.h"
+#include "codegen/plan.h"
 #include "ir/graph.h"
+#include "passes/fuse.h"
 #include "passes/pass.h"
 #include "tests/catch.h"
 #include "tests/unit/helpers.h"
@@ -28,6 +30,25 @@ const std::vector<std::pair<const char*, Reduce>>& reductions() {
       {"min", [](const Tensor& x, std::vector<int64_t> a, bool k) { return min(x, a, k); }},
   };
   return all;
+}
+
+// The kernels (fusion groups) of var_mean over `axes` of x, after the default mode's passes, that
+// iterate over as many elements as x has: how many times a kernel reads it.
+int passes_over_input(const std::vector<int64_t>& shape, const std::vector<int64_t>& axes) {
+  Graph g;
+  Node* x = g.add_input({DType::Float32, to_shape(shape)});
+  Node* vm = g.add(Op::VarMean, {Value(x)}, {{"axes", axes}, {"correction", 1.0}, {"keepdim", false}});
+  g.set_outputs({vm->out(0), vm->out(1)});
+  for (const char* pass : {"decompose-fusible", "split-reductions", "cse", "dce"}) make_pass(pass)->run(g);
+  int64_t numel = 1;
+  for (int64_t d : shape) numel *= d;
+  int passes = 0;
+  for (const FusionGroup& group : find_fusion_groups(g, codegen::cpu_can_compute)) {
+    int64_t n = 1;
+    for (const Dim& d : group.domain) n *= d.value();
+    passes += n == numel;
+  }
+  return passes;
 }
 
 }  // namespace
@@ -189,5 +210,107 @@ TEST_CASE("column max and min keep the first of -0.0 and 0.0, as the interpreter
     auto f = compile([reduce](const Tensor& t) { return reduce(t, {0}, true); });
     CHECK(test::same_bits(f(z), reduce(z, {0}, true)));
     CHECK(f.report().graphs.at(0).kernels == 1);
+  }
+}
+
+TEST_CASE("grouped moments: a variance over dims that are not one run, or over one long run, reads its input once",
+          "[codegen][reductions][fusion]") {
+  // Per group of the last reduced run, two passes while the group is in cache; then the groups
+  // combine ([Note: grouped moments]). Plain two-pass read x twice in each of these.
+  CHECK(passes_over_input({4, 8, 5, 6}, {0, 2, 3}) == 1);  // batch norm's statistics
+  CHECK(passes_over_input({3, 4, 5, 6}, {1, 3}) == 1);
+  CHECK(passes_over_input({8192, 40}, {0}) == 1);          // a long column, in columns of 512
+  CHECK(passes_over_input({3, 131072}, {1}) == 1);         // a long row, in rows of 16384
+  CHECK(passes_over_input({2, 1 << 20}, {}) == 1);         // everything
+  // A run that fits in cache stays two passes over it: layer norm's rows.
+  CHECK(passes_over_input({16, 1024}, {1}) == 1);
+}
+
+TEST_CASE("grouped moments: var_mean and batch norm against the interpreter, offset, constant and dynamic",
+          "[codegen][reductions]") {
+  const std::vector<std::pair<std::vector<int64_t>, std::vector<int64_t>>> cases = {
+      {{4, 8, 5, 6}, {0, 2, 3}}, {{3, 4, 5, 6}, {1, 3}}, {{2, 3, 4, 5}, {0, 2}}, {{5, 1, 7, 1}, {0, 2, 3}},
+      {{8192, 3}, {0}},          {{3, 65536}, {1}},      {{3, 65537}, {1}},      {{2, 3, 70000}, {0, 2}},
+  };
+  auto fn = [](const std::vector<int64_t>& axes) {
+    return [axes](const Tensor& x) {
+      auto [v, m] = var_mean(x * 1.5 + 100.0, axes);
+      return std::vector<Tensor>{v, m};
+    };
+  };
+  for (const auto& [shape, axes] : cases) {
+    INFO("rank " << shape.size() << ", last dim " << shape.back() << ", first axis " << axes[0]);
+    Tensor x = uniform(SymShape(shape.begin(), shape.end()), 21, -2.0, 2.0);
+    auto f = compile(fn(axes));
+    auto got = f(x);
+    auto want = fn(axes)(x);
+    check_close(got[0], want[0], 2e-5, 0.0);
+    check_close(got[1], want[1], 1e-6, 0.0);
+    CHECK(f.report().graphs.at(0).interpreter_ops.empty());
+    // A constant set has a variance of exactly 0, and batch norm gives exactly its bias.
+    Tensor c = full(SymShape(shape.begin(), shape.end()), 0.1);
+    CHECK(compile(fn(axes))(c)[0].to_vector() == std::vector<double>(got[0].numel(), 0.0));
+  }
+  auto bn = [](const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& rm, const Tensor& rv) {
+    auto [y, mean, invstd, new_mean, new_var] = native_batch_norm(x, w, b, rm, rv);
+    return std::vector<Tensor>{y, mean, invstd, new_mean, new_var};
+  };
+  Tensor w = uniform({8}, 1, 0.5, 1.5), b = uniform({8}, 2), rm = uniform({8}, 3), rv = uniform({8}, 4, 1.0, 2.0);
+  auto f = compile(bn, Options{.dynamic = true});
+  for (int64_t n : {1, 3, 6}) {
+    INFO("batch " << n);
+    Tensor x = uniform({n, 8, 5, 7}, 5, 10.0, 12.0);
+    auto got = f(x, w, b, rm, rv);
+    auto want = bn(x, w, b, rm, rv);
+    for (size_t i = 0; i < got.size(); ++i) check_close(got[i], want[i], 5e-5, 5e-5);
+    auto constant = f(full({n, 8, 5, 7}, 0.3), w, b, rm, rv);
+    std::vector<double> y = constant[0].to_vector(), bias = b.to_vector();
+    for (size_t i = 0; i < y.size(); ++i) CHECK(y[i] == static_cast<double>(static_cast<float>(bias[(i / 35) % 8])));
+  }
+  const GraphInfo g = f.report().graphs.at(0);
+  for (const std::string& op : g.interpreter_ops) UNSCOPED_INFO(op);
+  CHECK(g.interpreter_ops.empty());
+}
+
+TEST_CASE("integer and bool sums, products, max and min, and float products, run on generated code as the interpreter folds them",
+          "[codegen][reductions]") {
+  // Values in [-40, 40) (the bool input: nonzero ones), so products overflow int64 and wrap, as
+  // in eager; max and min of unsigned bytes compare their values, not their bits.
+  const std::vector<int64_t> shape{5, 6, 70};
+  std::vector<double> values;
+  for (int64_t i = 0; i < 5 * 6 * 70; ++i) values.push_back(static_cast<double>((i * 37 + 11) % 80 - 40));
+  Tensor base = from_vector(values, SymShape(shape.begin(), shape.end()));
+  const std::vector<std::vector<int64_t>> axes_list = {{2}, {1}, {0}, {0, 2}, {}};
+  for (DType dtype : {DType::Int64, DType::Int32, DType::Int8, DType::UInt8, DType::Bool}) {
+    // Negative only, too: a max is not 0 for want of a value above it.
+    for (double shift : {0.0, -50.0}) {
+      Tensor x = dtype == DType::UInt8 ? (base + 40.0).to(dtype) : (base + shift).to(dtype);
+      for (auto [name, reduce] : reductions()) {
+        if (std::string(name) == "mean") continue;  // no mean of integers, in eager either
+        for (const auto& axes : axes_list) {
+          INFO(name << " of " << dtype_name(dtype) << " over " << axes.size() << " dims, first "
+                    << (axes.empty() ? -1 : axes[0]));
+          auto fn = [&](const Tensor& t) { return reduce(t, axes, true); };
+          auto f = compile(fn);
+          CHECK(test::same_bits(f(x), fn(x)));
+          const GraphInfo g = f.report().graphs.at(0);
+          CHECK(g.interpreter_ops.empty());
+        }
+      }
+      for (const auto& axes : axes_list) {
+        auto fn = [&](const Tensor& t) { return prod(t, axes, false); };
+        auto f = compile(fn);
+        CHECK(test::same_bits(f(x), fn(x)));
+      }
+    }
+  }
+  // Float products fold in float32 (the interpreter in double): within rounding.
+  Tensor u = uniform(SymShape(shape.begin(), shape.end()), 3, 0.9, 1.1);
+  for (const auto& axes : axes_list) {
+    auto fn = [&](const Tensor& t) { return prod(t * 1.0, axes, false); };
+    auto f = compile(fn);
+    check_close(f(u), fn(u), 1e-5, 0.0);
+    const GraphInfo g = f.report().graphs.at(0);
+    CHECK(g.interpreter_ops.empty());
   }
 }
