@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include "ir/builder.h"
+
 namespace ember {
 
 namespace {
@@ -68,6 +70,27 @@ const Rule kRules[] = {
        return same_shape(n) && attr_int(n->attrs, "start") == 0 && attr_int(n->attrs, "step") == 1 ? arg(n, 0) : none; }},
 };
 
+// conv2d(pad(x) with zeros around H and W) -> conv2d(x) padded the same: the convolution reads
+// zeros past the edges either way, and the padded copy (TensorFlow-style "same" padding, as in
+// MobileNetV2's transformers port) is never written. Negative pads crop: they stay.
+Value fold_pad_into_conv(Graph& g, Node* n) {
+  if (n->op != Op::Conv2d || arg_op(n, 0) != Op::Pad) return none;
+  const Node* pad = arg(n, 0).node;
+  const std::vector<int64_t>& pads = attr_ints(pad->attrs, "pads");  // last dim first
+  if (attr_float(pad->attrs, "value") != 0.0 || pads.size() < 4) return none;
+  for (size_t i = 0; i < pads.size(); ++i)
+    if (pads[i] < 0 || (i >= 4 && pads[i] != 0)) return none;
+  std::vector<int64_t> padding = attr_ints(n->attrs, "padding");
+  if (padding.size() == 2) padding = {padding[0], padding[1], padding[0], padding[1]};
+  std::vector<int64_t> folded{padding[0] + pads[2], padding[1] + pads[0], padding[2] + pads[3], padding[3] + pads[1]};
+  std::vector<Value> inputs = n->inputs();
+  inputs[0] = arg(pad, 0);
+  Attrs attrs = n->attrs;
+  attrs["padding"] = folded;
+  Builder b(g, n);
+  return b.op(Op::Conv2d, inputs, attrs);
+}
+
 class Simplify : public Pass {
  public:
   std::string_view name() const override { return "simplify"; }
@@ -75,6 +98,11 @@ class Simplify : public Pass {
   bool run(Graph& g) override {
     bool changed = false;
     for (Node* n : g.nodes()) {
+      if (Value folded = fold_pad_into_conv(g, n); folded.node) {
+        g.replace_uses(n, folded);
+        changed = true;
+        continue;
+      }
       for (const Rule& rule : kRules) {
         if (rule.op != n->op) continue;
         Value replacement = rule.rewrite(n);

@@ -1,5 +1,7 @@
 // matmul, linear, conv2d and the 2-D pools: the ops that later run as library calls or tiled
 // kernels rather than fused loops.
+#include <array>
+
 #include "ir/ops/decompositions.h"
 #include "ir/ops/registry.h"
 
@@ -57,12 +59,14 @@ std::pair<int64_t, int64_t> pair_attr(const OpInfo& op, const Attrs& attrs, cons
   return {v[0], v[1]};
 }
 
-// Output length of a strided window: floor or ceil((size + 2p - d(k-1) - 1) / s) + 1.
-Dim window_out(const OpInfo& op, const Dim& size, int64_t k, int64_t s, int64_t p, int64_t d, bool ceil_mode) {
-  Dim span = size + Dim(2 * p - d * (k - 1) - 1);
+// Output length of a strided window over `size` padded by `p` before and `q` after: floor or
+// ceil((size + p + q - d(k-1) - 1) / s) + 1.
+Dim window_out(const OpInfo& op, const Dim& size, int64_t k, int64_t s, int64_t p, int64_t q, int64_t d,
+               bool ceil_mode) {
+  Dim span = size + Dim(p + q - d * (k - 1) - 1);
   if (span.is_static() && span.value() < 0)
     EMBER_OP_ERROR(Value, op, "input size ", size.str(), " is smaller than the window (kernel ", k,
-                   ", dilation ", d, ", padding ", p, ")");
+                   ", dilation ", d, ", padding ", p, " and ", q, ")");
   assume_nonnegative(span, detail::concat("[", op.name, "] the window fits in the input"));
   if (!ceil_mode) return span.floor_div(s) + Dim(1);
   if (!span.is_static()) return span.floor_div(s) + Dim(1);  // s == 1 only; floor == ceil
@@ -71,13 +75,25 @@ Dim window_out(const OpInfo& op, const Dim& size, int64_t k, int64_t s, int64_t 
   return Dim(out);
 }
 
+// conv2d's padding as [top, left, bottom, right]. [h, w] pads both sides alike, as torch's conv2d;
+// four values are what an explicit pad folded into the convolution leaves (TensorFlow's "same"
+// padding pads a stride-2 input more after than before).
+std::array<int64_t, 4> conv_padding(const OpInfo& op, const Attrs& attrs) {
+  const auto& v = attr_ints(attrs, "padding");
+  if (v.size() != 2 && v.size() != 4) EMBER_OP_ERROR(Value, op, "padding must have 2 or 4 values, got ", v.size());
+  for (int64_t p : v)
+    if (p < 0) EMBER_OP_ERROR(Value, op, "padding must be >= 0, got ", p);
+  if (v.size() == 2) return {v[0], v[1], v[0], v[1]};
+  return {v[0], v[1], v[2], v[3]};
+}
+
 TensorType infer_conv2d(const OpInfo& op, std::span<const TensorType> in, const Attrs& attrs) {
   const TensorType &x = in[0], &w = in[1];
   check_same_float(op, x, w);
   check_rank(op, x, 4, "input");
   check_rank(op, w, 4, "weight");
   auto [sh, sw] = pair_attr(op, attrs, "stride", 1);
-  auto [ph, pw] = pair_attr(op, attrs, "padding", 0);
+  auto [ph, pw, ph_end, pw_end] = conv_padding(op, attrs);
   auto [dh, dw] = pair_attr(op, attrs, "dilation", 1);
   int64_t groups = attr_int(attrs, "groups");
   if (groups < 1) EMBER_OP_ERROR(Value, op, "groups must be >= 1, got ", groups);
@@ -94,8 +110,8 @@ TensorType infer_conv2d(const OpInfo& op, std::span<const TensorType> in, const 
     if (in[2].shape != Shape{Dim(out_c)}) EMBER_OP_ERROR(Value, op, "bias must be [", out_c, "], got ", in[2].str());
   }
   return {x.dtype,
-          {x.shape[0], Dim(out_c), window_out(op, x.shape[2], w.shape[2].value(), sh, ph, dh, false),
-           window_out(op, x.shape[3], w.shape[3].value(), sw, pw, dw, false)}};
+          {x.shape[0], Dim(out_c), window_out(op, x.shape[2], w.shape[2].value(), sh, ph, ph_end, dh, false),
+           window_out(op, x.shape[3], w.shape[3].value(), sw, pw, pw_end, dw, false)}};
 }
 
 TensorType infer_pool(const OpInfo& op, std::span<const TensorType> in, const Attrs& attrs) {
@@ -123,8 +139,8 @@ TensorType infer_pool(const OpInfo& op, std::span<const TensorType> in, const At
   int64_t dh = 1, dw = 1;
   if (op.op == Op::MaxPool2d) std::tie(dh, dw) = pair_attr(op, attrs, "dilation", 1);
   bool ceil_mode = attr_bool(attrs, "ceil_mode");
-  out[h] = window_out(op, x.shape[h], kh, sh, ph, dh, ceil_mode);
-  out[w] = window_out(op, x.shape[w], kw, sw, pw, dw, ceil_mode);
+  out[h] = window_out(op, x.shape[h], kh, sh, ph, ph, dh, ceil_mode);
+  out[w] = window_out(op, x.shape[w], kw, sw, pw, pw, dw, ceil_mode);
   return {x.dtype, out};
 }
 

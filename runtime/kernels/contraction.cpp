@@ -112,8 +112,11 @@ ConvShape conv_shape(const Call& call) {
   const auto& x = call.inputs[0].shape();
   const auto& w = call.inputs[1].shape();
   int64_t groups = attr_int(call.attrs, "groups");
+  std::vector<int64_t> pad = ints(call, "padding");  // [h, w] or [top, left, bottom, right]
+  std::vector<int64_t> pad_end(pad.end() - 2, pad.end());
+  pad.resize(2);
   return {x[0], x[1], x[2], x[3], w[0], w[1], w[2], w[3], call.shape[2], call.shape[3], groups, w[0] / groups,
-          ints(call, "stride"), ints(call, "padding"), ints(call, "dilation")};
+          ints(call, "stride"), pad, ints(call, "dilation"), pad_end};
 }
 
 // One output plane of a depthwise convolution, accumulated tap by tap onto its bias.

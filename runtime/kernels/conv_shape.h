@@ -7,14 +7,16 @@
 
 namespace ember::kernels {
 
-// NCHW input, OIHW weights, NCHW output.
+// NCHW input, OIHW weights, NCHW output. `pad` is the padding before (top, left), `pad_end` after
+// (bottom, right); the output's size already counts both.
 struct ConvShape {
   int64_t N, C, H, W, O, Cg, KH, KW, OH, OW, groups, Og;
-  std::vector<int64_t> stride, pad, dil;
+  std::vector<int64_t> stride, pad, dil, pad_end;
   int64_t K() const { return Cg * KH * KW; }  // the GEMM's inner dim
   int64_t P() const { return OH * OW; }       // output pixels per plane
   bool pointwise() const {
-    return KH == 1 && KW == 1 && stride[0] == 1 && stride[1] == 1 && pad[0] == 0 && pad[1] == 0;
+    return KH == 1 && KW == 1 && stride[0] == 1 && stride[1] == 1 && pad[0] == 0 && pad[1] == 0 && pad_end[0] == 0 &&
+           pad_end[1] == 0;
   }
   bool depthwise() const { return Cg == 1 && groups > 1; }
   // Output columns [lo, hi) whose input column ow * stride - pad + kw * dil lies inside [0, W).

@@ -48,13 +48,13 @@ std::shared_ptr<const Plan> cached(const std::vector<int64_t>& key,
 
 std::vector<int64_t> conv_key(const ConvShape& c, bool bias) {
   std::vector<int64_t> k{c.N, c.C, c.H, c.W, c.O, c.KH, c.KW, c.OH, c.OW, c.groups, bias};
-  for (const auto* v : {&c.stride, &c.pad, &c.dil}) k.insert(k.end(), v->begin(), v->end());
+  for (const auto* v : {&c.stride, &c.pad, &c.dil, &c.pad_end}) k.insert(k.end(), v->begin(), v->end());
   return k;
 }
 
 ConvShape conv_of_key(const std::vector<int64_t>& k) {
   return {k[0], k[1], k[2], k[3], k[4], k[1] / k[9], k[5], k[6], k[7], k[8], k[9], k[4] / k[9],
-          {k[11], k[12]}, {k[13], k[14]}, {k[15], k[16]}};
+          {k[11], k[12]}, {k[13], k[14]}, {k[15], k[16]}, {k[17], k[18]}};
 }
 
 // An operand of a convolution in ember's layout (NCHW, OIHW) and in the blocked layout the
@@ -93,7 +93,7 @@ std::unique_ptr<ConvPlan> make_conv(const std::vector<int64_t>& key) {
   memory::dims src{c.N, c.C, c.H, c.W}, dst{c.N, c.O, c.OH, c.OW}, wts = weight_dims(c);
   // oneDNN's dilation counts the gaps between taps (0 for a dense window).
   memory::dims strides{c.stride[0], c.stride[1]}, dilation{c.dil[0] - 1, c.dil[1] - 1};
-  memory::dims pad_l{c.pad[0], c.pad[1]}, pad_r{c.pad[0], c.pad[1]};
+  memory::dims pad_l{c.pad[0], c.pad[1]}, pad_r{c.pad_end[0], c.pad_end[1]};
   auto any = [](const memory::dims& d) { return memory::desc(d, dt::f32, Tag::any); };
   memory::desc bias_desc = bias ? memory::desc({c.O}, dt::f32, Tag::x) : memory::desc();
   auto desc = dnnl::convolution_forward::desc(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,

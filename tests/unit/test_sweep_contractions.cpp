@@ -1,4 +1,6 @@
 // The op sweep of contractions and pools: matmul, linear, conv2d, max/avg/adaptive pools.
+#include <ember/ember.h>
+
 #include <optional>
 #include <sstream>
 #include <string>
@@ -6,6 +8,7 @@
 
 #include "frontend/ops.h"
 #include "tests/catch.h"
+#include "tests/unit/helpers.h"
 #include "tests/unit/reference_contractions.h"
 #include "tests/unit/sweep.h"
 
@@ -201,6 +204,48 @@ Case pool_case(Op op, DType dt, Gen& g) {
 
 TEST_CASE("op sweep: matmul, linear, conv2d and pools", "[sweep]") {
   sweep_family("contraction");
+}
+
+TEST_CASE("conv2d of a zero pad: the pad folds into the convolution's padding, four-sided if need be",
+          "[passes][contraction]") {
+  struct Conv {
+    Ints pads;  // F.pad's: (left, right, top, bottom)
+    Ints stride, padding, dilation;
+    int64_t groups;
+  };
+  const std::vector<Conv> convs = {
+      {{0, 1, 0, 1}, {2, 2}, {0, 0}, {1, 1}, 1},  // TensorFlow's "same" at stride 2
+      {{1, 1, 1, 1}, {1, 1}, {0, 0}, {1, 1}, 6},  // depthwise
+      {{2, 0, 1, 3}, {1, 2}, {1, 0}, {2, 1}, 3},  // on top of the conv's own padding, dilated
+      {{0, 0, 0, 0}, {1, 1}, {0, 0}, {1, 1}, 1},
+  };
+  for (DType dt : {DType::Float32, DType::Float64}) {
+    Tensor x = uniform({2, 6, 9, 11}, 1, -1.0, 1.0, dt), b = uniform({6}, 3, -1.0, 1.0, dt);
+    for (const Conv& c : convs) {
+      INFO(dtype_name(dt) << ", groups " << c.groups << ", pads " << c.pads[0] << c.pads[1] << c.pads[2] << c.pads[3]);
+      Tensor w = uniform({6, 6 / c.groups, 3, 3}, 2, -1.0, 1.0, dt);
+      auto fn = [&](const Tensor& t) { return conv2d(pad(t, c.pads), w, b, c.stride, c.padding, c.dilation, c.groups); };
+      auto f = compile(fn);
+      Tensor got = f(x), want = fn(x);
+      CHECK(got.shape() == want.shape());
+      test::check_close(got, want, 1e-5, 1e-5);
+      const GraphInfo g = f.report().graphs.at(0);
+      CHECK(g.ir.find("pad(") == std::string::npos);
+      // The four-sided padding itself, eager, as the pad and the convolution give it.
+      Ints four{c.padding[0] + c.pads[2], c.padding[1] + c.pads[0], c.padding[0] + c.pads[3], c.padding[1] + c.pads[1]};
+      test::check_close(conv2d(x, w, b, c.stride, four, c.dilation, c.groups), want, 1e-5, 1e-5);
+    }
+  }
+  // A pad that crops, or pads with something other than zeros, or pads the channels, stays.
+  Tensor x = uniform({1, 2, 5, 5}, 4), w = uniform({2, 2, 3, 3}, 5), w3 = uniform({2, 3, 3, 3}, 6);
+  const std::vector<std::pair<Ints, double>> kept = {{{1, -1, 1, 1}, 0.0}, {{1, 1, 1, 1}, 0.5}, {{0, 0, 0, 0, 1, 0}, 0.0}};
+  for (const auto& [pads, value] : kept) {
+    auto fn = [&](const Tensor& t) { return conv2d(pad(t, pads, value), pads.size() > 4 ? w3 : w); };
+    auto f = compile(fn);
+    test::check_close(f(x), fn(x), 1e-5, 1e-5);
+    CHECK(f.report().graphs.at(0).ir.find("pad(") != std::string::npos);
+  }
+  CHECK(test::error_of([&] { conv2d(x, w, std::nullopt, {1, 1}, {1, 1, 1}); }).find("2 or 4 values") != std::string::npos);
 }
 
 }  // namespace ember::sweep
