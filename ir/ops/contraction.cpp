@@ -155,7 +155,9 @@ void register_contractions(Table& table) {
   at(Op::Linear).doc = "x @ weight^T + bias; weight is [out_features, in_features]";
   at(Op::Linear).infer = infer_linear;
   at(Op::Linear).decompose = decompose_linear;  // matmul + add: the epilogue fuses
-  at(Op::Conv2d).doc = "2-D convolution of [N, C, H, W] by [O, C / groups, kH, kW], optional bias [O]";
+  at(Op::Conv2d).doc =
+      "2-D convolution of [N, C, H, W] by [O, C / groups, kH, kW], optional bias [O]; `padding` is [h, w] or "
+      "[top, left, bottom, right]";
   at(Op::Conv2d).infer = infer_conv2d;
   at(Op::Conv2d).attrs = {{"stride", AttrType::Ints, Attr(Ints{1, 1})},
                           {"padding", AttrType::Ints, Attr(Ints{0, 0})},
