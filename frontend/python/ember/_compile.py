@@ -43,8 +43,8 @@ class CompiledFunction:
         self._ember_code = getattr(fn, "__code__", None)
 
     def __call__(self, *args, **kwargs):
-        from . import _C
-        if any(isinstance(a, _C.Tensor) for a in args) or any(isinstance(v, _C.Tensor) for v in kwargs.values()):
+        if _has_ember_tensor(args, kwargs):
+            from . import _C
             if kwargs:
                 raise TypeError("a function compiled over ember tensors takes positional arguments only")
             if self._tracer is None:
@@ -52,6 +52,18 @@ class CompiledFunction:
                 self._ember_report.tracer = self._tracer
             return self._tracer(self._fn, args)
         return self._torch_fn(*args, **kwargs)
+
+
+def _has_ember_tensor(args, kwargs):
+    """Whether a call passes an ember tensor; a plain loop (this runs on every call)."""
+    from ._C import Tensor
+    for a in args:
+        if isinstance(a, Tensor):
+            return True
+    for v in kwargs.values():
+        if isinstance(v, Tensor):
+            return True
+    return False
 
 
 def _compiled_module(model, backend, fullgraph, dynamic, report):

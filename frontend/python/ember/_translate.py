@@ -499,7 +499,7 @@ class _EagerLayouts:
             fns.append(symbols.value_function(expr))
         rank = val.dim()
         if all(isinstance(f, int) for f in fns):  # static: evaluated once
-            return rank, (fns[:rank], fns[rank:2 * rank], fns[2 * rank])
+            return rank, (fns[:rank], tuple(fns[rank:2 * rank]), fns[2 * rank])
         return rank, fns
 
     @staticmethod
@@ -509,7 +509,7 @@ class _EagerLayouts:
         if isinstance(fns, tuple):
             return fns
         ints = [f if isinstance(f, int) else int(f(values)) for f in fns]
-        return ints[:rank], ints[rank:2 * rank], ints[2 * rank]
+        return ints[:rank], tuple(ints[rank:2 * rank]), ints[2 * rank]
 
 
 def _as_eager(tensors, group, unshare, layouts, values, layout_matters=True):
@@ -520,6 +520,12 @@ def _as_eager(tensors, group, unshare, layouts, values, layout_matters=True):
     with an input or another output. Then the group is rebuilt: one buffer in the root's
     layout, each member copied into its eager view, so in-place ops later act as in eager.
     Without `layout_matters` (values only a backward graph reads), only shared memory counts."""
+    if len(group) == 1 and layout_matters and group[0] not in unshare:  # the common case, cheaply
+        k = group[0]
+        layout = layouts.outputs[k]
+        if layout is not None and layouts.roots[k] is not None and \
+                tensors[k].stride() == layouts.evaluate(layout, values)[1]:
+            return
     if any(layouts.outputs[k] is None for k in group) or layouts.roots[group[0]] is None:
         for k in group:  # eager's layout is unknown: a plain copy where one is needed
             if k in unshare:
