@@ -1,6 +1,7 @@
 #include "passes/split_reductions.h"
 
 #include <algorithm>
+#include <optional>
 
 #include "ir/builder.h"
 #include "passes/fuse.h"
@@ -14,6 +15,7 @@ namespace {
 struct Run {
   Dim size;
   bool reduced;
+  int dims = 1;  // how many of the input's dims it merges
 };
 
 bool splittable(const Node* n) {
@@ -40,6 +42,51 @@ Shape sizes_of(const std::vector<Run>& runs) {
   return s;
 }
 
+// An operand that broadcasts against `full` in the runs' shape: per run, its dims (right-aligned)
+// must be all full (the run's size) or all 1 (1); none when a run mixes them.
+std::optional<Shape> operand_in_runs(const Shape& operand, const Shape& full, const std::vector<Run>& runs) {
+  size_t offset = full.size() - operand.size(), d = 0;
+  Shape out;
+  for (const Run& r : runs) {
+    bool all_full = true, all_one = true;
+    for (int i = 0; i < r.dims; ++i, ++d) {
+      Dim od = d < offset ? Dim(1) : operand[d - offset];
+      all_full = all_full && od == full[d];
+      all_one = all_one && od == Dim(1);
+    }
+    if (!all_one && !all_full) return std::nullopt;
+    out.push_back(all_one ? Dim(1) : r.size);
+  }
+  return out;
+}
+
+// [Note: reshapes sink into producers] v (of shape `full`) in the runs' shape. A reshape is a
+// view of memory: an elementwise producer of v would be a kernel of its own, writing v for the
+// reduction to read. So a producer that only the reduction reads is rebuilt over the runs
+// instead (a graph output too: computed again rather than read), its operands in the runs' shape
+// likewise, and it fuses into the reduction's kernel:
+// batch norm's backward sums grad * (x - mean) over (0, 2, 3) in one pass over grad and x.
+// `reduction` is the node being split: its use of v is going away.
+Value in_runs(Builder& b, Value v, const Shape& full, const std::vector<Run>& runs, const Node* reduction) {
+  const Node* p = v.node;
+  size_t uses = 0;
+  for (const Use& u : p->uses()) uses += u.user != reduction;
+  if (!p->info().is_elementwise() || p->num_outputs() != 1 || uses > 1) return b.reshape(v, sizes_of(runs));
+  std::vector<std::optional<Shape>> shapes;
+  for (const Value& in : p->inputs()) {
+    shapes.push_back(operand_in_runs(in.type().shape, full, runs));
+    if (!shapes.back()) return b.reshape(v, sizes_of(runs));
+  }
+  std::vector<Value> operands;
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    const Value& in = p->inputs()[i];
+    if (in.type().shape == full) operands.push_back(in_runs(b, in, full, runs, reduction));
+    else if (in.type().shape.empty()) operands.push_back(in);  // a scalar broadcasts as it is
+    else operands.push_back(b.reshape(in, *shapes[i]));
+  }
+  return b.op(p->op, operands, p->attrs);
+}
+
 // n's value through reductions of the last run, or of the one before it, each followed by a
 // reshape that drops the reduced dim (and merges the kept runs it separated).
 Value split(Builder& b, const Node* n) {
@@ -49,10 +96,14 @@ Value split(Builder& b, const Node* n) {
   std::vector<Run> runs;
   for (int64_t d = 0; d < rank; ++d) {
     bool reduced = axes.empty() || std::find(axes.begin(), axes.end(), d) != axes.end();
-    if (!runs.empty() && runs.back().reduced == reduced) runs.back().size = runs.back().size * x.shape[d];
-    else runs.push_back({x.shape[d], reduced});
+    if (!runs.empty() && runs.back().reduced == reduced) {
+      runs.back().size = runs.back().size * x.shape[d];
+      ++runs.back().dims;
+    } else {
+      runs.push_back({x.shape[d], reduced});
+    }
   }
-  Value v = b.reshape(b.cast(n->inputs()[0], partial_dtype(n)), sizes_of(runs));
+  Value v = in_runs(b, b.cast(n->inputs()[0], partial_dtype(n)), x.shape, runs, n);
   while (std::any_of(runs.begin(), runs.end(), [](const Run& r) { return r.reduced; })) {
     // Runs alternate: the reduced run is the last one or the one before it.
     int64_t at = runs.back().reduced ? static_cast<int64_t>(runs.size()) - 1 : static_cast<int64_t>(runs.size()) - 2;
@@ -62,8 +113,10 @@ Value split(Builder& b, const Node* n) {
       runs[at - 1].size = runs[at - 1].size * runs[at].size;
       runs.erase(runs.begin() + at);
     }
-    v = b.reshape(v, sizes_of(runs));
+    bool last = std::none_of(runs.begin(), runs.end(), [](const Run& r) { return r.reduced; });
+    if (!last) v = b.reshape(v, sizes_of(runs));
   }
+  // Converted before the last reshape, so that the conversion is the last kernel's epilogue.
   return b.as_type(v, n->type());
 }
 

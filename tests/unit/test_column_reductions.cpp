@@ -314,3 +314,38 @@ TEST_CASE("integer and bool sums, products, max and min, and float products, run
     CHECK(g.interpreter_ops.empty());
   }
 }
+
+TEST_CASE("split-reductions rebuild a single-use elementwise producer over the runs: it fuses into the reduction",
+          "[codegen][reductions][fusion]") {
+  // Batch norm's backward: sum(grad * (x - mean)) over (0, 2, 3), one row kernel over H * W and a
+  // column kernel over N. Without the rebuild, grad * (x - mean) was a kernel of its own whose
+  // output the reshape viewed.
+  Tensor g = uniform({4, 8, 5, 6}, 1), x = uniform({4, 8, 5, 6}, 2), m = uniform({1, 8, 1, 1}, 3);
+  auto bn_grad = [](const Tensor& g, const Tensor& x, const Tensor& m) { return sum(g * (x - m), {0, 2, 3}); };
+  auto f = compile(bn_grad);
+  check_close(f(g, x, m), bn_grad(g, x, m), 1e-5, 1e-5);
+  CHECK(f.report().graphs.at(0).kernels == 2);
+  // The producer is also returned: it is computed again in the reduction's kernel, and returned.
+  auto both = [](const Tensor& g, const Tensor& x) {
+    Tensor p = g * x;
+    return std::vector<Tensor>{p, sum(p, {0, 2})};
+  };
+  auto fb = compile(both);
+  auto got = fb(g, x);
+  auto want = both(g, x);
+  check_close(got[0], want[0], 1e-6, 0.0);
+  check_close(got[1], want[1], 1e-5, 1e-5);
+  // An operand that mixes full and broadcast dims within a run ([1, 1, 5, 1] against the run of
+  // H and W) cannot be put in the runs' shape: the producer stays a kernel, and the sum is right.
+  Tensor h = uniform({1, 1, 5, 1}, 4);
+  auto mixed = [](const Tensor& x, const Tensor& h) { return sum(x * h, {0, 2, 3}); };
+  auto fm = compile(mixed);
+  check_close(fm(x, h), mixed(x, h), 1e-5, 1e-5);
+  CHECK(fm.report().graphs.at(0).kernels == 3);
+  // float16 in, through the cast to float32 partial sums: the cast fuses too.
+  Tensor xh = x.to(DType::Float16);
+  auto half = [](const Tensor& x) { return sum(x * 2.0, {0, 2, 3}); };
+  auto fh = compile(half);
+  check_close(fh(xh).to(DType::Float32), half(xh).to(DType::Float32), 2e-3, 1e-2);
+  CHECK(fh.report().graphs.at(0).kernels == 2);
+}
