@@ -139,6 +139,18 @@ def test_float16_and_bfloat16():
         torch._dynamo.reset()
 
 
+def test_mean_with_a_dtype_accumulates_the_input_as_pytorch_does():
+    # float32 70000 cast to float16 first would be inf, and the mean NaN.
+    x = torch.tensor([[70000.0, -70000.0, 1.0]])
+    for dtype in (torch.float16, torch.bfloat16, torch.float64):
+        fn = lambda t: t.mean(1, dtype=dtype)  # noqa: E731
+        torch.testing.assert_close(ember.compile(fn)(x), fn(x))
+        torch._dynamo.reset()
+    h = torch.randn(5, 7, dtype=torch.float16)
+    fn = lambda t: t.mean(0, dtype=torch.bfloat16)  # noqa: E731
+    torch.testing.assert_close(ember.compile(fn)(h), fn(h))
+
+
 def test_empty_and_zero_dim():
     fn = lambda x, s: x * s + 1  # noqa: E731
     compiled = ember.compile(fn)

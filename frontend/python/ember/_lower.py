@@ -379,11 +379,22 @@ def _axes(dims, rank):
     return [d % rank for d in dims] if rank else []
 
 
+_FLOATS = ("f16", "bf16", "f32", "f64")
+
+
 def _reduce(name):
     def lower(cx, x, dim=None, keepdim=False, dtype=None):
-        if dtype is not None:
-            x = cx.op("cast", [x], {"dtype": ember_dtype(dtype)})
-        return cx.op(name, [x], {"axes": _axes(dim, len(x.shape)), "keepdim": keepdim})
+        attrs = {"axes": _axes(dim, len(x.shape)), "keepdim": keepdim}
+        want = None if dtype is None else ember_dtype(dtype)
+        if name == "mean" and want in _FLOATS and x.dtype in _FLOATS and want != x.dtype:
+            # PyTorch's mean reads the input as it is and accumulates in float32 (float64 if
+            # either is), rounding once to `dtype`: a float32 70000 does not become float16 inf.
+            compute = "f64" if "f64" in (want, x.dtype) else "f32"
+            mean = cx.op(name, [cx.op("cast", [x], {"dtype": compute})], attrs)
+            return cx.op("cast", [mean], {"dtype": want})
+        if want is not None:
+            x = cx.op("cast", [x], {"dtype": want})
+        return cx.op(name, [x], attrs)
     return lower
 
 
