@@ -19,6 +19,7 @@ CASES = {
     "layer_norm without affine": (lambda x: F.layer_norm(x, (3, 12)), [(2, 3, 12)]),
     "reductions": (lambda x: torch.cat([x.sum(1), x.mean(1), x.amax(1), x.amin(1), x.var(1), x.std(1, correction=0)]),
                    [(7, 9)]),
+    "products": (lambda x: torch.cat([x.prod(1), x.prod().reshape(1), (x > 0).prod(0).float()]), [(5, 6)]),
     "matmul and addmm": (lambda x, w, b: torch.addmm(b, x, w) + x @ w, [(5, 6), (6, 7), (7,)]),
     "bmm": (lambda a, b: torch.bmm(a, b).relu(), [(3, 4, 5), (3, 5, 2)]),
     "views": (lambda x: x.permute(2, 0, 1).reshape(6, -1).t().unsqueeze(0).expand(2, -1, -1)[:, 1:5:2] * 2,

@@ -405,9 +405,9 @@ LOWERINGS["aten.amin.default"] = _reduce("min")
 LOWERINGS["aten.prod.dim_int"] = _reduce("prod")
 
 
-@lowering("aten.sum.default", "aten.mean.default")
+@lowering("aten.sum.default", "aten.mean.default", "aten.prod.default")
 def _reduce_all(cx, x, dtype=None):
-    return _reduce("sum" if "sum" in cx.target_name else "mean")(cx, x, None, False, dtype)
+    return _reduce(cx.target_name.split(".")[1])(cx, x, None, False, dtype)
 
 
 @lowering("aten.var.correction", "aten.std.correction")
