@@ -234,6 +234,18 @@ Tensor conv2d(const Tensor& x, const Tensor& w, const std::optional<Tensor>& b, 
   return b ? apply(Op::Conv2d, {x, w, *b}, attrs) : apply(Op::Conv2d, {x, w}, attrs);
 }
 
+Tensor conv2d_input_grad(const Tensor& grad_y, const Tensor& w, const Tensor& x, Ints stride, Ints padding,
+                         Ints dilation, int64_t groups) {
+  Attrs attrs{{"stride", stride}, {"padding", padding}, {"dilation", dilation}, {"groups", groups}};
+  return apply(Op::Conv2dInputGrad, {grad_y, w, x}, attrs);
+}
+
+Tensor conv2d_weight_grad(const Tensor& grad_y, const Tensor& x, const Tensor& w, Ints stride, Ints padding,
+                          Ints dilation, int64_t groups) {
+  Attrs attrs{{"stride", stride}, {"padding", padding}, {"dilation", dilation}, {"groups", groups}};
+  return apply(Op::Conv2dWeightGrad, {grad_y, x, w}, attrs);
+}
+
 Tensor max_pool2d(const Tensor& x, Ints kernel, Ints stride, Ints padding, Ints dilation, bool ceil_mode) {
   return apply(Op::MaxPool2d, {x}, {{"kernel", kernel}, {"stride", stride}, {"padding", padding},
                                     {"dilation", dilation}, {"ceil_mode", ceil_mode}});

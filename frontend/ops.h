@@ -123,6 +123,14 @@ Tensor linear(const Tensor& x, const Tensor& weight, const std::optional<Tensor>
 Tensor conv2d(const Tensor& x, const Tensor& weight, const std::optional<Tensor>& bias = std::nullopt,
               std::vector<int64_t> stride = {1, 1}, std::vector<int64_t> padding = {0, 0},
               std::vector<int64_t> dilation = {1, 1}, int64_t groups = 1);
+// The gradients of y = conv2d(x, weight, ..., stride, padding, dilation, groups) given grad_y:
+// with respect to x (x lends its shape) and to weight (weight lends its shape).
+Tensor conv2d_input_grad(const Tensor& grad_y, const Tensor& weight, const Tensor& x,
+                         std::vector<int64_t> stride = {1, 1}, std::vector<int64_t> padding = {0, 0},
+                         std::vector<int64_t> dilation = {1, 1}, int64_t groups = 1);
+Tensor conv2d_weight_grad(const Tensor& grad_y, const Tensor& x, const Tensor& weight,
+                          std::vector<int64_t> stride = {1, 1}, std::vector<int64_t> padding = {0, 0},
+                          std::vector<int64_t> dilation = {1, 1}, int64_t groups = 1);
 Tensor max_pool2d(const Tensor& x, std::vector<int64_t> kernel, std::vector<int64_t> stride = {},
                   std::vector<int64_t> padding = {0, 0}, std::vector<int64_t> dilation = {1, 1},
                   bool ceil_mode = false);

@@ -13,6 +13,7 @@ const kernels::KernelTable& kernel_table() {
     kernels::register_elementwise(t);
     kernels::register_reductions(t);
     kernels::register_contractions(t);
+    kernels::register_conv_grads(t);
     kernels::register_movement(t);
     kernels::register_composites(t);
     kernels::register_creation(t);

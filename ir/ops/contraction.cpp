@@ -114,6 +114,21 @@ TensorType infer_conv2d(const OpInfo& op, std::span<const TensorType> in, const 
            window_out(op, x.shape[3], w.shape[3].value(), sw, pw, pw_end, dw, false)}};
 }
 
+// The gradients of y = conv2d(x, weight) given grad_y: (grad_y, weight, x) give x's, (grad_y, x,
+// weight) give weight's; the other operand only lends its shape. grad_y must be y's shape.
+TensorType infer_conv2d_grad(const OpInfo& op, std::span<const TensorType> in, const Attrs& attrs) {
+  bool of_input = op.op == Op::Conv2dInputGrad;
+  const TensorType &grad = in[0], &x = of_input ? in[2] : in[1], &w = of_input ? in[1] : in[2];
+  std::array<TensorType, 2> operands{x, w};
+  TensorType y = infer_conv2d(op, operands, attrs);
+  check_same_float(op, grad, x);
+  check_rank(op, grad, 4, "grad");
+  for (size_t d = 0; d < 4; ++d)
+    require_equal_dims(op.name, grad.shape[d], y.shape[d],
+                       detail::concat("grad ", grad.str(), " differs from the convolution's output ", y.str()));
+  return of_input ? x : w;
+}
+
 TensorType infer_pool(const OpInfo& op, std::span<const TensorType> in, const Attrs& attrs) {
   const TensorType& x = in[0];
   if (x.shape.size() != 4 && x.shape.size() != 3)
@@ -163,6 +178,12 @@ void register_contractions(Table& table) {
                           {"padding", AttrType::Ints, Attr(Ints{0, 0})},
                           {"dilation", AttrType::Ints, Attr(Ints{1, 1})},
                           {"groups", AttrType::Int, Attr(int64_t{1})}};
+  for (Op grad : {Op::Conv2dInputGrad, Op::Conv2dWeightGrad}) {
+    at(grad).infer = infer_conv2d_grad;
+    at(grad).attrs = at(Op::Conv2d).attrs;
+  }
+  at(Op::Conv2dInputGrad).doc = "gradient of conv2d(x, weight) with respect to x, given grad_y; x lends its shape";
+  at(Op::Conv2dWeightGrad).doc = "gradient of conv2d(x, weight) with respect to weight, given grad_y; weight lends its shape";
   at(Op::MaxPool2d).doc = "max over 2-D windows; padding counts as -inf";
   at(Op::MaxPool2d).infer = infer_pool;
   at(Op::MaxPool2d).attrs = {{"kernel", AttrType::Ints, std::nullopt},

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 
+#include "runtime/kernels/conv_unfold.h"
 #include "runtime/kernels/kernel.h"
 #include "runtime/kernels/onednn.h"
 #include "runtime/thread_pool.h"
@@ -11,8 +12,6 @@
 namespace ember::kernels {
 
 namespace {
-
-DType gemm_dtype(DType t) { return t == DType::Float64 ? DType::Float64 : DType::Float32; }
 
 // Strides of a [batch..., k, n] view whose memory is the row-major [batch..., n, k] transpose.
 std::vector<int64_t> transposed_strides(const std::vector<int64_t>& batch, int64_t k, int64_t n) {
@@ -108,16 +107,21 @@ Array linear(const Call& call) {
 
 std::vector<int64_t> ints(const Call& call, const char* name) { return attr_ints(call.attrs, name); }
 
-ConvShape conv_shape(const Call& call) {
-  const auto& x = call.inputs[0].shape();
-  const auto& w = call.inputs[1].shape();
-  int64_t groups = attr_int(call.attrs, "groups");
+}  // namespace
+
+DType gemm_dtype(DType t) { return t == DType::Float64 ? DType::Float64 : DType::Float32; }
+
+ConvShape conv_shape(const Call& call, const Array& x, const Array& w, int64_t oh, int64_t ow) {
   std::vector<int64_t> pad = ints(call, "padding");  // [h, w] or [top, left, bottom, right]
   std::vector<int64_t> pad_end(pad.end() - 2, pad.end());
   pad.resize(2);
-  return {x[0], x[1], x[2], x[3], w[0], w[1], w[2], w[3], call.shape[2], call.shape[3], groups, w[0] / groups,
+  const auto &xs = x.shape(), &ws = w.shape();
+  int64_t groups = attr_int(call.attrs, "groups");
+  return {xs[0], xs[1], xs[2], xs[3], ws[0], ws[1], ws[2], ws[3], oh, ow, groups, ws[0] / groups,
           ints(call, "stride"), pad, ints(call, "dilation"), pad_end};
 }
+
+namespace {
 
 // One output plane of a depthwise convolution, accumulated tap by tap onto its bias.
 template <class T>
@@ -186,29 +190,6 @@ void conv_depthwise(const ConvShape& cs, const T* x, const T* w, const T* bias, 
   });
 }
 
-// Unfolds image n, group g into col[K, P]: row (c, kh, kw) holds the input each output pixel
-// sees through that tap (zero in the padding).
-template <class T>
-void im2col(const ConvShape& cs, const T* x, int64_t n, int64_t g, T* col) {
-  parallel_for(cs.K(), std::max<int64_t>(1, 16384 / std::max<int64_t>(cs.P(), 1)), [&](int64_t lo, int64_t hi) {
-    for (int64_t r = lo; r < hi; ++r) {
-      int64_t c = r / (cs.KH * cs.KW), kh = r / cs.KW % cs.KH, kw = r % cs.KW;
-      T* dst = col + r * cs.P();
-      const T* plane = x + (n * cs.C + g * cs.Cg + c) * cs.H * cs.W;
-      auto [c0, c1] = cs.valid_columns(kw);
-      for (int64_t oh = 0; oh < cs.OH; ++oh) {
-        int64_t ih = oh * cs.stride[0] - cs.pad[0] + kh * cs.dil[0];
-        T* out = dst + oh * cs.OW;
-        if (ih < 0 || ih >= cs.H) { std::fill_n(out, cs.OW, T(0)); continue; }
-        const T* row = plane + ih * cs.W + kw * cs.dil[1] - cs.pad[1];
-        std::fill_n(out, c0, T(0));
-        for (int64_t ow = c0; ow < c1; ++ow) out[ow] = row[ow * cs.stride[1]];
-        std::fill_n(out + c1, cs.OW - c1, T(0));
-      }
-    }
-  });
-}
-
 // One image and group as a GEMM: on the input itself for a 1x1 convolution with unit stride and
 // no padding, else on its im2col unfolding into `col`.
 template <class T>
@@ -217,7 +198,7 @@ void conv_gemm(const ConvShape& cs, const T* x, const T* w, const T* bias, T* y,
   const T* rhs = x + (n * cs.C + g * cs.Cg) * cs.H * cs.W;
   if (!cs.pointwise()) {
     col.resize(static_cast<size_t>(cs.K() * cs.P()));
-    im2col(cs, x, n, g, col.data());
+    im2col(cs, x, n, g, col.data(), cs.P());
     rhs = col.data();
   }
   fill_bias(cs, bias, y, n * cs.O + g * cs.Og, cs.Og);
@@ -232,7 +213,7 @@ Array conv2d_typed(const Call& call) {
   DType gt = gemm_dtype(call.dtype);
   Array x = to_contiguous(call.inputs[0], gt), w = to_contiguous(call.inputs[1], gt), b;
   if (call.inputs.size() == 3) b = to_contiguous(call.inputs[2], gt);
-  ConvShape cs = conv_shape(call);
+  ConvShape cs = conv_shape(call, x, w, call.shape[2], call.shape[3]);
   Array result = gt == call.dtype ? output(call) : Array::empty(gt, call.shape);
   const T *xp = x.data_as<T>(), *wp = w.data_as<T>(), *bp = b.defined() ? b.data_as<T>() : nullptr;
   T* yp = result.data_as<T>();

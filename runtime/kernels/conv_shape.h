@@ -5,6 +5,10 @@
 #include <utility>
 #include <vector>
 
+namespace ember {
+class Array;
+}
+
 namespace ember::kernels {
 
 // NCHW input, OIHW weights, NCHW output. `pad` is the padding before (top, left), `pad_end` after
@@ -27,5 +31,10 @@ struct ConvShape {
     return {lo, hi};
   }
 };
+
+struct Call;
+// The geometry of a conv2d call's attributes over input x [N, C, H, W], weight [O, C / groups,
+// KH, KW] and an output of OH x OW pixels (runtime/kernels/contraction.cpp).
+ConvShape conv_shape(const Call& call, const Array& x, const Array& w, int64_t oh, int64_t ow);
 
 }  // namespace ember::kernels

@@ -42,6 +42,7 @@ using MultiKernelTable = std::array<MultiKernel, kNumOps>;
 void register_elementwise(KernelTable& t);
 void register_reductions(KernelTable& t);
 void register_contractions(KernelTable& t);
+void register_conv_grads(KernelTable& t);
 void register_movement(KernelTable& t);
 void register_composites(KernelTable& t);
 void register_creation(KernelTable& t);
@@ -93,6 +94,10 @@ Array to_contiguous(const Array& a, DType dtype);
 
 // Makes OpenBLAS single-threaded (once): its calls run on ember's thread pool (common.cpp).
 void use_single_threaded_blas();
+
+// The dtype a GEMM or convolution of `t` computes in: float64, or float32 (float16 and bfloat16
+// too, converted).
+DType gemm_dtype(DType t);
 
 // C[m, n] = A[m, k] @ B[k, n] (row-major, contiguous), or B^T when trans_b; float or double.
 // With trans_a, A is given as its [k, m] transpose (a weight gradient's x.t() @ grad), which

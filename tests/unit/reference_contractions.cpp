@@ -97,6 +97,31 @@ Ref conv2d(const Ref& x, const Ref& w, const Ref* bias, Window win, int64_t grou
   return out;
 }
 
+// Every product of conv2d's sum, x * w, sends grad_y's value back to both factors.
+std::pair<Ref, Ref> conv2d_grads(const Ref& x, const Ref& w, const Ref& grad_y, Window win, int64_t groups) {
+  int64_t N = x.shape[0], C = x.shape[1], H = x.shape[2], W = x.shape[3];
+  int64_t O = w.shape[0], Cg = w.shape[1], KH = w.shape[2], KW = w.shape[3];
+  int64_t OH = grad_y.shape[2], OW = grad_y.shape[3], Og = O / groups;
+  std::vector<long double> dx(x.v.size()), dw(w.v.size());
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t o = 0; o < O; ++o)
+      for (int64_t oh = 0; oh < OH; ++oh)
+        for (int64_t ow = 0; ow < OW; ++ow) {
+          long double gy = grad_y.v[((n * O + o) * OH + oh) * OW + ow];
+          for (int64_t c = 0; c < Cg; ++c)
+            for (int64_t kh = 0; kh < KH; ++kh)
+              for (int64_t kw = 0; kw < KW; ++kw) {
+                int64_t ih = oh * win.stride_h - win.pad_h + kh * win.dil_h;
+                int64_t iw = ow * win.stride_w - win.pad_w + kw * win.dil_w;
+                if (ih < 0 || ih >= H || iw < 0 || iw >= W) continue;
+                int64_t xi = ((n * C + o / Og * Cg + c) * H + ih) * W + iw, wi = ((o * Cg + c) * KH + kh) * KW + kw;
+                dx[xi] += gy * w.v[wi];
+                dw[wi] += gy * x.v[xi];
+              }
+        }
+  return {Ref{x.shape, std::vector<double>(dx.begin(), dx.end())}, Ref{w.shape, std::vector<double>(dw.begin(), dw.end())}};
+}
+
 // max_pool2d / avg_pool2d over the last two dims. `empty_window` is set when some window holds no
 // input element (the test then draws other parameters).
 Ref pool2d(const Ref& x, bool is_max, const Pool& p, bool* empty_window) {

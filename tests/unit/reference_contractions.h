@@ -16,6 +16,9 @@ struct Window {
 
 Ref conv2d(const Ref& x, const Ref& w, const Ref* bias, Window win, int64_t groups);
 
+// The gradients of conv2d(x, w) given grad_y: {with respect to x, with respect to w}.
+std::pair<Ref, Ref> conv2d_grads(const Ref& x, const Ref& w, const Ref& grad_y, Window win, int64_t groups);
+
 struct Pool {
   int64_t kh, kw;
   Window win;

@@ -238,6 +238,7 @@ Case reduction(Op op, DType dt, Gen& g);
 Case matmul_case(Op op, DType dt, Gen& g);
 Case linear_case(Op op, DType dt, Gen& g);
 Case conv2d_case(Op op, DType dt, Gen& g);
+Case conv2d_grad_case(Op op, DType dt, Gen& g);
 Case pool_case(Op op, DType dt, Gen& g);
 Case view_case(Op op, DType dt, Gen& g);
 Case movement_case(Op op, DType dt, Gen& g);

@@ -45,6 +45,8 @@ const std::vector<Spec>& specs() {
     add(Op::MatMul, "contraction", floats_only, matmul_case);
     add(Op::Linear, "contraction", floats_only, linear_case);
     add(Op::Conv2d, "contraction", floats_only, conv2d_case);
+    add(Op::Conv2dInputGrad, "contraction", floats_only, conv2d_grad_case);
+    add(Op::Conv2dWeightGrad, "contraction", floats_only, conv2d_grad_case);
     add(Op::MaxPool2d, "contraction", no_bool, pool_case);
     add(Op::AvgPool2d, "contraction", floats_only, pool_case);
     add(Op::AdaptiveAvgPool2d, "contraction", floats_only, pool_case);

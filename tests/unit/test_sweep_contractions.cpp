@@ -1,6 +1,7 @@
 // The op sweep of contractions and pools: matmul, linear, conv2d, max/avg/adaptive pools.
 #include <ember/ember.h>
 
+#include <cmath>
 #include <optional>
 #include <sstream>
 #include <string>
@@ -100,33 +101,45 @@ Case linear_case(Op, DType dt, Gen& g) {
   return c;
 }
 
-Case conv2d_case(Op, DType dt, Gen& g) {
-  Case c;
+// A convolution's geometry, drawn so that its window fits the padded input.
+struct ConvDraw {
   int64_t groups, cg, og, N, H, W, KH, KW;
   ref::Window win;
+  std::string note() const {
+    std::ostringstream s;
+    s << "stride=[" << win.stride_h << "," << win.stride_w << "] padding=[" << win.pad_h << "," << win.pad_w
+      << "] dilation=[" << win.dil_h << "," << win.dil_w << "] groups=" << groups;
+    return s.str();
+  }
+};
+
+ConvDraw draw_conv(Gen& g) {
+  ConvDraw c;
   while (true) {
-    groups = g.pick<int64_t>({1, 1, 2, 3});
-    cg = g.integer(1, 3);
-    og = g.integer(1, 3);
-    N = g.index() == 1 ? 0 : g.integer(1, 2);
-    H = g.integer(1, 7), W = g.integer(1, 7), KH = g.integer(1, 3), KW = g.integer(1, 3);
-    win = {g.integer(1, 3), g.integer(1, 3), g.integer(0, 2),
-           g.integer(0, 2), g.integer(1, 2), g.integer(1, 2)};
-    if (H + 2 * win.pad_h >= win.dil_h * (KH - 1) + 1 &&
-        W + 2 * win.pad_w >= win.dil_w * (KW - 1) + 1)
+    c.groups = g.pick<int64_t>({1, 1, 2, 3});
+    c.cg = g.integer(1, 3);
+    c.og = g.integer(1, 3);
+    c.N = g.index() == 1 ? 0 : g.integer(1, 2);
+    c.H = g.integer(1, 7), c.W = g.integer(1, 7), c.KH = g.integer(1, 3), c.KW = g.integer(1, 3);
+    c.win = {g.integer(1, 3), g.integer(1, 3), g.integer(0, 2), g.integer(0, 2), g.integer(1, 2), g.integer(1, 2)};
+    if (c.H + 2 * c.win.pad_h >= c.win.dil_h * (c.KH - 1) + 1 && c.W + 2 * c.win.pad_w >= c.win.dil_w * (c.KW - 1) + 1)
       break;
   }
-  if (g.index() == 2) og = 0;  // no output channels
+  if (g.index() == 2) c.og = 0;  // no output channels
+  return c;
+}
+
+Case conv2d_case(Op, DType dt, Gen& g) {
+  Case c;
+  ConvDraw cv = draw_conv(g);
+  ref::Window win = cv.win;
+  int64_t groups = cv.groups;
   bool bias = g.coin();
   Domain d = dom(-1, 1, -3, 3);
-  c.inputs.push_back(g.input(dt, {N, groups * cg, H, W}, d));
-  c.inputs.push_back(g.input(dt, {groups * og, cg, KH, KW}, d));
-  if (bias) c.inputs.push_back(g.input(dt, {groups * og}, d));
-  std::ostringstream note;
-  note << "stride=[" << win.stride_h << "," << win.stride_w << "] padding=[" << win.pad_h << ","
-       << win.pad_w << "] dilation=[" << win.dil_h << "," << win.dil_w << "] groups=" << groups
-       << (bias ? " bias" : "");
-  c.note = note.str();
+  c.inputs.push_back(g.input(dt, {cv.N, groups * cv.cg, cv.H, cv.W}, d));
+  c.inputs.push_back(g.input(dt, {groups * cv.og, cv.cg, cv.KH, cv.KW}, d));
+  if (bias) c.inputs.push_back(g.input(dt, {groups * cv.og}, d));
+  c.note = cv.note() + (bias ? " bias" : "");
   std::vector<Ref> r;
   for (const Input& x : c.inputs) r.push_back(x.ref);
   c.call = [=](const std::vector<Tensor>& t) {
@@ -137,6 +150,35 @@ Case conv2d_case(Op, DType dt, Gen& g) {
   };
   c.expect = [=] {
     return result(dt, ref::conv2d(r[0], r[1], bias ? &r[2] : nullptr, win, groups));
+  };
+  return c;
+}
+
+// conv2d_input_grad (grad_y, weight, x) and conv2d_weight_grad (grad_y, x, weight).
+Case conv2d_grad_case(Op op, DType dt, Gen& g) {
+  if (op != Op::Conv2dInputGrad && op != Op::Conv2dWeightGrad) unlisted(op, "convolution gradient cases");
+  Case c;
+  ConvDraw cv = draw_conv(g);
+  ref::Window win = cv.win;
+  int64_t groups = cv.groups;
+  bool of_input = op == Op::Conv2dInputGrad;
+  Domain d = dom(-1, 1, -3, 3);
+  Input x = g.input(dt, {cv.N, groups * cv.cg, cv.H, cv.W}, d);
+  Input w = g.input(dt, {groups * cv.og, cv.cg, cv.KH, cv.KW}, d);
+  Ints y = ref::conv2d(x.ref, w.ref, nullptr, win, groups).shape;
+  c.inputs.push_back(g.input(dt, y, d));
+  c.inputs.push_back(of_input ? w : x);
+  c.inputs.push_back(of_input ? x : w);
+  c.note = cv.note();
+  Ref xr = x.ref, wr = w.ref, gr = c.inputs[0].ref;
+  Ints stride{win.stride_h, win.stride_w}, padding{win.pad_h, win.pad_w}, dilation{win.dil_h, win.dil_w};
+  c.call = [=](const std::vector<Tensor>& t) {
+    return of_input ? conv2d_input_grad(t[0], t[1], t[2], stride, padding, dilation, groups)
+                    : conv2d_weight_grad(t[0], t[1], t[2], stride, padding, dilation, groups);
+  };
+  c.expect = [=] {
+    auto [dx, dw] = ref::conv2d_grads(xr, wr, gr, win, groups);
+    return result(dt, of_input ? dx : dw);
   };
   return c;
 }
@@ -246,6 +288,56 @@ TEST_CASE("conv2d of a zero pad: the pad folds into the convolution's padding, f
     CHECK(f.report().graphs.at(0).ir.find("pad(") != std::string::npos);
   }
   CHECK(test::error_of([&] { conv2d(x, w, std::nullopt, {1, 1}, {1, 1, 1}); }).find("2 or 4 values") != std::string::npos);
+}
+
+TEST_CASE("conv2d's gradients are its adjoints: <conv2d(x, w), g> = <x, input grad> = <w, weight grad>",
+          "[contraction][autograd]") {
+  // The identity holds for any x, w and g, so it checks the gradients against the convolution
+  // itself, across strides, four-sided padding, dilation, groups, images side by side in one
+  // GEMM (few pixels) or not, and float64, float32 and float16.
+  struct Geometry {
+    Ints x, w, stride, padding, dilation;
+    int64_t groups;
+  };
+  const std::vector<Geometry> cases = {
+      {{2, 8, 2, 2}, {8, 8, 3, 3}, {1, 1}, {1, 1}, {1, 1}, 1},         // ResNet's last stage, 2 x 2
+      {{3, 4, 9, 11}, {6, 4, 3, 3}, {2, 2}, {1, 0, 2, 1}, {1, 1}, 1},  // stride 2, four-sided
+      {{2, 6, 10, 10}, {6, 2, 3, 2}, {1, 2}, {2, 1}, {2, 1}, 3},       // dilated, grouped
+      {{2, 4, 7, 7}, {4, 1, 3, 3}, {1, 1}, {1, 1}, {1, 1}, 4},         // depthwise
+      {{5, 3, 20, 20}, {4, 3, 1, 1}, {1, 1}, {0, 0}, {1, 1}, 1},       // 1 x 1, one image a GEMM
+      {{0, 3, 5, 5}, {4, 3, 3, 3}, {1, 1}, {1, 1}, {1, 1}, 1},         // no images
+  };
+  auto dot = [](const Tensor& a, const Tensor& b) { return sum((a * b).to(DType::Float64)).to_vector()[0]; };
+  for (DType dt : {DType::Float64, DType::Float32, DType::Float16}) {
+    for (const Geometry& c : cases) {
+      INFO(dtype_name(dt) << ", x [" << c.x[0] << ", " << c.x[1] << ", " << c.x[2] << ", " << c.x[3] << "], groups "
+                          << c.groups << ", stride " << c.stride[0]);
+      Tensor x = uniform(SymShape(c.x.begin(), c.x.end()), 1, -1.0, 1.0, dt);
+      Tensor w = uniform(SymShape(c.w.begin(), c.w.end()), 2, -1.0, 1.0, dt);
+      Tensor y = conv2d(x, w, std::nullopt, c.stride, c.padding, c.dilation, c.groups);
+      Ints ys = y.shape();
+      Tensor g = uniform(SymShape(ys.begin(), ys.end()), 3, -1.0, 1.0, dt);
+      Tensor gx = conv2d_input_grad(g, w, x, c.stride, c.padding, c.dilation, c.groups);
+      Tensor gw = conv2d_weight_grad(g, x, w, c.stride, c.padding, c.dilation, c.groups);
+      CHECK(gx.shape() == x.shape());
+      CHECK(gw.shape() == w.shape());
+      double yg = dot(y, g), tol = dt == DType::Float64 ? 1e-10 : dt == DType::Float32 ? 1e-4 : 0.3;
+      CHECK(std::abs(dot(x, gx) - yg) <= tol * (1 + std::abs(yg)));
+      CHECK(std::abs(dot(w, gw) - yg) <= tol * (1 + std::abs(yg)));
+      // Compiled, the same values (the plan runs the same kernels).
+      auto f = compile([&](const Tensor& g, const Tensor& x) {
+        return std::vector<Tensor>{conv2d_input_grad(g, w, x, c.stride, c.padding, c.dilation, c.groups),
+                                   conv2d_weight_grad(g, x, w, c.stride, c.padding, c.dilation, c.groups)};
+      });
+      auto got = f(g, x);
+      CHECK(test::same_bits(got[0], gx));
+      CHECK(test::same_bits(got[1], gw));
+    }
+  }
+  // grad_y must have the convolution's output shape.
+  Tensor x = uniform({1, 2, 5, 5}, 4), w = uniform({3, 2, 3, 3}, 5), wrong = uniform({1, 3, 4, 4}, 6);
+  CHECK(test::error_of([&] { conv2d_weight_grad(wrong, x, w); }).find("differs from the convolution's output") !=
+        std::string::npos);
 }
 
 }  // namespace ember::sweep

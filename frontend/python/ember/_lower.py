@@ -463,6 +463,19 @@ def _convolution(cx, x, w, bias, stride, padding, dilation, transposed, output_p
                                     "dilation": list(dilation), "groups": groups})
 
 
+@lowering("aten.convolution_backward.default")
+def _convolution_backward(cx, grad, x, w, bias_sizes, stride, padding, dilation, transposed, output_padding,
+                          groups, output_mask):
+    # Grouped ones stay PyTorch's: ember's gradients run a GEMM per group, slow for depthwise.
+    if transposed or len(x.shape) != 4 or groups != 1:
+        raise Unsupported("only the gradients of a 2-d, ungrouped convolution that is not transposed")
+    attrs = {"stride": list(stride), "padding": list(padding), "dilation": list(dilation), "groups": groups}
+    grad_x = cx.op("conv2d_input_grad", [grad, w, x], attrs) if output_mask[0] else None
+    grad_w = cx.op("conv2d_weight_grad", [grad, x, w], attrs) if output_mask[1] else None
+    grad_b = cx.op("sum", [grad], {"axes": [0, 2, 3], "keepdim": False}) if output_mask[2] else None
+    return [grad_x, grad_w, grad_b]
+
+
 @lowering("aten.avg_pool2d.default")
 def _avg_pool(cx, x, kernel_size, stride=(), padding=(0, 0), ceil_mode=False, count_include_pad=True,
               divisor_override=None):

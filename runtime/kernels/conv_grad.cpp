@@ -1,0 +1,94 @@
+// The gradients of conv2d with respect to its input and its weight, as GEMMs on the unfolded
+// input (runtime/kernels/conv_unfold.h), float16/bfloat16 in float32.
+//
+// [Note: convolution gradients] For one group of image n, with col = im2col(x) [K, P]:
+//   grad_weight [Og, K] += grad_y [Og, P] @ col^T,    col2im(weight^T [K, Og] @ grad_y [Og, P]) -> grad_x.
+// With few output pixels (ResNet's 512 channels at 2 x 2), each GEMM would be a handful of
+// columns deep, and PyTorch's own convolution_backward took 20 ms for one such layer (its
+// forward: 1 ms). So images go side by side, at least 256 columns to a GEMM: the weight and its
+// gradient are streamed once per group of images, not once per image.
+#include <algorithm>
+#include <vector>
+
+#include "runtime/kernels/conv_unfold.h"
+#include "runtime/kernels/kernel.h"
+
+namespace ember::kernels {
+
+namespace {
+
+constexpr int64_t kMinColumns = 256;
+
+// Images per GEMM: enough for kMinColumns columns.
+int64_t images_per_gemm(const ConvShape& cs) {
+  return std::clamp<int64_t>((kMinColumns + cs.P() - 1) / std::max<int64_t>(cs.P(), 1), 1, std::max<int64_t>(cs.N, 1));
+}
+
+// grad_y's rows of group g for images [n0, n0 + images) side by side, [Og, images * P]: grad_y
+// itself for one image, else copied into `buffer`.
+template <class T>
+const T* grad_rows(const ConvShape& cs, const T* dy, int64_t n0, int64_t images, int64_t g, std::vector<T>& buffer) {
+  const int64_t P = cs.P();
+  if (images == 1) return dy + (n0 * cs.O + g * cs.Og) * P;
+  buffer.resize(static_cast<size_t>(cs.Og * images * P));
+  for (int64_t o = 0; o < cs.Og; ++o)
+    for (int64_t j = 0; j < images; ++j)
+      std::copy_n(dy + ((n0 + j) * cs.O + g * cs.Og + o) * P, P, buffer.data() + (o * images + j) * P);
+  return buffer.data();
+}
+
+template <class T>
+void weight_grad(const ConvShape& cs, const T* x, const T* dy, T* dw) {
+  const int64_t P = cs.P(), K = cs.K(), per_gemm = images_per_gemm(cs);
+  std::fill_n(dw, cs.O * K, T(0));  // no images, or no pixels: nothing to add
+  std::vector<T> col, rows;
+  for (int64_t g = 0; g < cs.groups; ++g)
+    for (int64_t n0 = 0; n0 < cs.N; n0 += per_gemm) {
+      const int64_t images = std::min(per_gemm, cs.N - n0), ld = images * P;
+      col.resize(static_cast<size_t>(K * ld));
+      for (int64_t j = 0; j < images; ++j) im2col(cs, x, n0 + j, g, col.data() + j * P, ld);
+      gemm(grad_rows(cs, dy, n0, images, g, rows), col.data(), dw + g * cs.Og * K, cs.Og, K, ld, true, T(1));
+    }
+}
+
+template <class T>
+void input_grad(const ConvShape& cs, const T* w, const T* dy, T* dx) {
+  const int64_t P = cs.P(), K = cs.K(), per_gemm = images_per_gemm(cs);
+  std::fill_n(dx, cs.N * cs.C * cs.H * cs.W, T(0));
+  std::vector<T> col, rows;
+  for (int64_t g = 0; g < cs.groups; ++g)
+    for (int64_t n0 = 0; n0 < cs.N; n0 += per_gemm) {
+      const int64_t images = std::min(per_gemm, cs.N - n0), ld = images * P;
+      col.resize(static_cast<size_t>(K * ld));
+      gemm(w + g * cs.Og * K, grad_rows(cs, dy, n0, images, g, rows), col.data(), K, ld, cs.Og, false, T(0), true);
+      for (int64_t j = 0; j < images; ++j) col2im_add(cs, col.data() + j * P, ld, n0 + j, g, dx);
+    }
+}
+
+// Operands: (grad_y, weight, x) for the input's gradient, (grad_y, x, weight) for the weight's.
+template <class T>
+Array conv2d_grad_typed(const Call& call) {
+  const bool of_input = call.op == Op::Conv2dInputGrad;
+  DType gt = gemm_dtype(call.dtype);
+  Array dy = to_contiguous(call.inputs[0], gt);
+  Array x = of_input ? call.inputs[2] : to_contiguous(call.inputs[1], gt);
+  Array w = of_input ? to_contiguous(call.inputs[1], gt) : call.inputs[2];
+  ConvShape cs = conv_shape(call, x, w, dy.shape()[2], dy.shape()[3]);
+  Array result = gt == call.dtype ? output(call) : Array::empty(gt, call.shape);
+  if (of_input) input_grad(cs, w.data_as<T>(), dy.data_as<T>(), result.data_as<T>());
+  else weight_grad(cs, x.data_as<T>(), dy.data_as<T>(), result.data_as<T>());
+  return deliver(call, result);
+}
+
+Array conv2d_grad(const Call& call) {
+  return gemm_dtype(call.dtype) == DType::Float64 ? conv2d_grad_typed<double>(call) : conv2d_grad_typed<float>(call);
+}
+
+}  // namespace
+
+void register_conv_grads(KernelTable& t) {
+  t[static_cast<size_t>(Op::Conv2dInputGrad)] = conv2d_grad;
+  t[static_cast<size_t>(Op::Conv2dWeightGrad)] = conv2d_grad;
+}
+
+}  // namespace ember::kernels
