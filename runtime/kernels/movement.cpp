@@ -1,8 +1,10 @@
 // Views share storage (new shape, strides and offset); the other movement ops copy.
+#include <algorithm>
 #include <cstring>
 #include <limits>
 
 #include "runtime/kernels/kernel.h"
+#include "runtime/thread_pool.h"
 
 namespace ember::kernels {
 
@@ -132,11 +134,41 @@ Array concat(const Call& call) {
   return out;
 }
 
+// A contiguous x padded without cropping into the contiguous `out` (filled already): each row
+// of x (its last dim) is copied to its place, rows split over the pool. The general copy walks
+// rows at about 50 ns a row, and the pads before MobileNetV2's convolutions are mostly rows of
+// 3 to 25 values.
+void pad_rows(const Array& x, const Array& out, const std::vector<int64_t>& pads) {
+  const int64_t rank = x.rank(), width = x.shape()[rank - 1], rows = x.numel() / std::max<int64_t>(width, 1);
+  std::vector<int64_t> before(rank, 0);
+  for (size_t p = 0; p < pads.size() / 2; ++p) before[rank - 1 - p] = pads[2 * p];
+  const std::vector<int64_t> strides = Array::contiguous_strides(out.shape());
+  const size_t size = itemsize(x.dtype());
+  const char* src = static_cast<const char*>(x.data());
+  char* dst = static_cast<char*>(out.data());
+  parallel_for(rows, std::max<int64_t>(1, 16384 / std::max<int64_t>(width, 1)), [&](int64_t lo, int64_t hi) {
+    for (int64_t r = lo; r < hi; ++r) {
+      int64_t at = before[rank - 1], rest = r;
+      for (int64_t d = rank - 2; d >= 0; --d) {
+        at += (rest % x.shape()[d] + before[d]) * strides[d];
+        rest /= x.shape()[d];
+      }
+      std::memcpy(dst + at * size, src + r * width * size, width * size);
+    }
+  });
+}
+
 Array pad(const Call& call) {
   const Array& x = call.inputs[0];
   Array out = output(call);
   double value = attr_float(call.attrs, "value");
   fill_with(out, value);
+  const auto& all = attr_ints(call.attrs, "pads");
+  bool crops = std::any_of(all.begin(), all.end(), [](int64_t p) { return p < 0; });
+  if (!crops && x.rank() > 0 && x.numel() > 0 && x.is_contiguous() && out.is_contiguous() && x.dtype() == out.dtype()) {
+    pad_rows(x, out, all);
+    return out;
+  }
   // Copy the overlap of input and output regions; negative pads crop.
   const auto& pads = attr_ints(call.attrs, "pads");
   Array src = x, dst = out;
