@@ -65,6 +65,55 @@ void input_grad(const ConvShape& cs, const T* w, const T* dy, T* dx) {
     }
 }
 
+// Depthwise convolutions (one input channel a group) directly, a channel a task: a GEMM per
+// group would multiply a 1 x KH*KW matrix, costing more to call than to compute.
+template <class T>
+void depthwise_weight_grad(const ConvShape& cs, const T* x, const T* dy, T* dw) {
+  parallel_for(cs.O, 1, [&](int64_t lo, int64_t hi) {
+    for (int64_t o = lo; o < hi; ++o)
+      for (int64_t kh = 0; kh < cs.KH; ++kh)
+        for (int64_t kw = 0; kw < cs.KW; ++kw) {
+          auto [c0, c1] = cs.valid_columns(kw);
+          T acc = 0;
+          for (int64_t n = 0; n < cs.N; ++n) {
+            const T* plane = x + (n * cs.C + o / cs.Og) * cs.H * cs.W;
+            const T* grad = dy + (n * cs.O + o) * cs.P();
+            for (int64_t oh = 0; oh < cs.OH; ++oh) {
+              int64_t ih = oh * cs.stride[0] - cs.pad[0] + kh * cs.dil[0];
+              if (ih < 0 || ih >= cs.H) continue;
+              const T* row = plane + ih * cs.W + kw * cs.dil[1] - cs.pad[1];
+              for (int64_t ow = c0; ow < c1; ++ow) acc += grad[oh * cs.OW + ow] * row[ow * cs.stride[1]];
+            }
+          }
+          dw[(o * cs.KH + kh) * cs.KW + kw] = acc;
+        }
+  });
+}
+
+template <class T>
+void depthwise_input_grad(const ConvShape& cs, const T* w, const T* dy, T* dx) {
+  parallel_for(cs.C, 1, [&](int64_t lo, int64_t hi) {
+    for (int64_t c = lo; c < hi; ++c)
+      for (int64_t n = 0; n < cs.N; ++n) {
+        T* plane = dx + (n * cs.C + c) * cs.H * cs.W;
+        std::fill_n(plane, cs.H * cs.W, T(0));
+        for (int64_t o = c * cs.Og; o < (c + 1) * cs.Og; ++o)
+          for (int64_t kh = 0; kh < cs.KH; ++kh)
+            for (int64_t kw = 0; kw < cs.KW; ++kw) {
+              auto [c0, c1] = cs.valid_columns(kw);
+              const T tap = w[(o * cs.KH + kh) * cs.KW + kw];
+              const T* grad = dy + (n * cs.O + o) * cs.P();
+              for (int64_t oh = 0; oh < cs.OH; ++oh) {
+                int64_t ih = oh * cs.stride[0] - cs.pad[0] + kh * cs.dil[0];
+                if (ih < 0 || ih >= cs.H) continue;
+                T* row = plane + ih * cs.W + kw * cs.dil[1] - cs.pad[1];
+                for (int64_t ow = c0; ow < c1; ++ow) row[ow * cs.stride[1]] += tap * grad[oh * cs.OW + ow];
+              }
+            }
+      }
+  });
+}
+
 // Operands: (grad_y, weight, x) for the input's gradient, (grad_y, x, weight) for the weight's.
 template <class T>
 Array conv2d_grad_typed(const Call& call) {
@@ -75,8 +124,10 @@ Array conv2d_grad_typed(const Call& call) {
   Array w = of_input ? to_contiguous(call.inputs[1], gt) : call.inputs[2];
   ConvShape cs = conv_shape(call, x, w, dy.shape()[2], dy.shape()[3]);
   Array result = gt == call.dtype ? output(call) : Array::empty(gt, call.shape);
-  if (of_input) input_grad(cs, w.data_as<T>(), dy.data_as<T>(), result.data_as<T>());
-  else weight_grad(cs, x.data_as<T>(), dy.data_as<T>(), result.data_as<T>());
+  const T *xp = x.data_as<T>(), *wp = w.data_as<T>(), *dyp = dy.data_as<T>();
+  T* out = result.data_as<T>();
+  if (cs.depthwise()) of_input ? depthwise_input_grad(cs, wp, dyp, out) : depthwise_weight_grad(cs, xp, dyp, out);
+  else of_input ? input_grad(cs, wp, dyp, out) : weight_grad(cs, xp, dyp, out);
   return deliver(call, result);
 }
 

@@ -466,9 +466,10 @@ def _convolution(cx, x, w, bias, stride, padding, dilation, transposed, output_p
 @lowering("aten.convolution_backward.default")
 def _convolution_backward(cx, grad, x, w, bias_sizes, stride, padding, dilation, transposed, output_padding,
                           groups, output_mask):
-    # Grouped ones stay PyTorch's: ember's gradients run a GEMM per group, slow for depthwise.
-    if transposed or len(x.shape) != 4 or groups != 1:
-        raise Unsupported("only the gradients of a 2-d, ungrouped convolution that is not transposed")
+    # Other grouped ones stay PyTorch's: ember's gradients run a GEMM per group.
+    depthwise = groups > 1 and w.shape[1] == 1
+    if transposed or len(x.shape) != 4 or not (groups == 1 or depthwise):
+        raise Unsupported("only the gradients of a 2-d convolution, ungrouped or depthwise, not transposed")
     attrs = {"stride": list(stride), "padding": list(padding), "dilation": list(dilation), "groups": groups}
     grad_x = cx.op("conv2d_input_grad", [grad, w, x], attrs) if output_mask[0] else None
     grad_w = cx.op("conv2d_weight_grad", [grad, x, w], attrs) if output_mask[1] else None
