@@ -69,56 +69,53 @@ Ref linear(const Ref& x, const Ref& w, const Ref* bias) {
   return out;
 }
 
-Ref conv2d(const Ref& x, const Ref& w, const Ref* bias, Window win, int64_t groups) {
-  int64_t N = x.shape[0], C = x.shape[1], H = x.shape[2], W = x.shape[3];
-  int64_t O = w.shape[0], Cg = w.shape[1], KH = w.shape[2], KW = w.shape[3];
-  int64_t OH = conv_out(H, KH, win.stride_h, win.pad_h, win.dil_h);
-  int64_t OW = conv_out(W, KW, win.stride_w, win.pad_w, win.dil_w);
-  int64_t Og = O / groups;
-  Ref out{{N, O, OH, OW}, {}};
-  for (int64_t n = 0; n < N; ++n)
+namespace {
+
+// Visits every product x[xi] * w[wi] of conv2d's sum for output yi ([N, O, OH, OW], row-major),
+// outputs in order, each output's products in (c, kh, kw) order; taps in the padding are skipped.
+template <class Visit>
+void for_each_product(const Ints& xs, const Ints& ws, int64_t OH, int64_t OW, Window win, int64_t groups,
+                      Visit&& visit) {
+  int64_t N = xs[0], C = xs[1], H = xs[2], W = xs[3];
+  int64_t O = ws[0], Cg = ws[1], KH = ws[2], KW = ws[3], Og = O / groups;
+  for (int64_t n = 0, yi = 0; n < N; ++n)
     for (int64_t o = 0; o < O; ++o)
       for (int64_t oh = 0; oh < OH; ++oh)
-        for (int64_t ow = 0; ow < OW; ++ow) {
-          long double s = bias ? bias->v[o] : 0.0;
-          int64_t g = o / Og;
+        for (int64_t ow = 0; ow < OW; ++ow, ++yi)
           for (int64_t c = 0; c < Cg; ++c)
             for (int64_t kh = 0; kh < KH; ++kh)
               for (int64_t kw = 0; kw < KW; ++kw) {
                 int64_t ih = oh * win.stride_h - win.pad_h + kh * win.dil_h;
                 int64_t iw = ow * win.stride_w - win.pad_w + kw * win.dil_w;
                 if (ih < 0 || ih >= H || iw < 0 || iw >= W) continue;
-                s += static_cast<long double>(x.v[((n * C + g * Cg + c) * H + ih) * W + iw]) *
-                     w.v[((o * Cg + c) * KH + kh) * KW + kw];
+                visit(yi, ((n * C + o / Og * Cg + c) * H + ih) * W + iw, ((o * Cg + c) * KH + kh) * KW + kw);
               }
-          out.v.push_back(static_cast<double>(s));
-        }
-  (void)C;
-  return out;
+}
+
+}  // namespace
+
+Ref conv2d(const Ref& x, const Ref& w, const Ref* bias, Window win, int64_t groups) {
+  int64_t N = x.shape[0], O = w.shape[0], P = 1;
+  int64_t OH = conv_out(x.shape[2], w.shape[2], win.stride_h, win.pad_h, win.dil_h);
+  int64_t OW = conv_out(x.shape[3], w.shape[3], win.stride_w, win.pad_w, win.dil_w);
+  P = OH * OW;
+  std::vector<long double> y(static_cast<size_t>(N * O * P));
+  for (size_t i = 0; i < y.size(); ++i) y[i] = bias ? bias->v[i / P % O] : 0.0;
+  for_each_product(x.shape, w.shape, OH, OW, win, groups, [&](int64_t yi, int64_t xi, int64_t wi) {
+    y[yi] += static_cast<long double>(x.v[xi]) * w.v[wi];
+  });
+  return Ref{{N, O, OH, OW}, std::vector<double>(y.begin(), y.end())};
 }
 
 // Every product of conv2d's sum, x * w, sends grad_y's value back to both factors.
 std::pair<Ref, Ref> conv2d_grads(const Ref& x, const Ref& w, const Ref& grad_y, Window win, int64_t groups) {
-  int64_t N = x.shape[0], C = x.shape[1], H = x.shape[2], W = x.shape[3];
-  int64_t O = w.shape[0], Cg = w.shape[1], KH = w.shape[2], KW = w.shape[3];
-  int64_t OH = grad_y.shape[2], OW = grad_y.shape[3], Og = O / groups;
   std::vector<long double> dx(x.v.size()), dw(w.v.size());
-  for (int64_t n = 0; n < N; ++n)
-    for (int64_t o = 0; o < O; ++o)
-      for (int64_t oh = 0; oh < OH; ++oh)
-        for (int64_t ow = 0; ow < OW; ++ow) {
-          long double gy = grad_y.v[((n * O + o) * OH + oh) * OW + ow];
-          for (int64_t c = 0; c < Cg; ++c)
-            for (int64_t kh = 0; kh < KH; ++kh)
-              for (int64_t kw = 0; kw < KW; ++kw) {
-                int64_t ih = oh * win.stride_h - win.pad_h + kh * win.dil_h;
-                int64_t iw = ow * win.stride_w - win.pad_w + kw * win.dil_w;
-                if (ih < 0 || ih >= H || iw < 0 || iw >= W) continue;
-                int64_t xi = ((n * C + o / Og * Cg + c) * H + ih) * W + iw, wi = ((o * Cg + c) * KH + kh) * KW + kw;
-                dx[xi] += gy * w.v[wi];
-                dw[wi] += gy * x.v[xi];
-              }
-        }
+  for_each_product(x.shape, w.shape, grad_y.shape[2], grad_y.shape[3], win, groups,
+                   [&](int64_t yi, int64_t xi, int64_t wi) {
+                     long double gy = grad_y.v[yi];
+                     dx[xi] += gy * w.v[wi];
+                     dw[wi] += gy * x.v[xi];
+                   });
   return {Ref{x.shape, std::vector<double>(dx.begin(), dx.end())}, Ref{w.shape, std::vector<double>(dw.begin(), dw.end())}};
 }
 
