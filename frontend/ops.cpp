@@ -228,22 +228,28 @@ Tensor linear(const Tensor& x, const Tensor& w, const std::optional<Tensor>& b) 
   return b ? apply(Op::Linear, {x, w, *b}) : apply(Op::Linear, {x, w});
 }
 
+namespace {
+
+Attrs conv_attrs(Ints stride, Ints padding, Ints dilation, int64_t groups) {
+  return {{"stride", stride}, {"padding", padding}, {"dilation", dilation}, {"groups", groups}};
+}
+
+}  // namespace
+
 Tensor conv2d(const Tensor& x, const Tensor& w, const std::optional<Tensor>& b, Ints stride, Ints padding,
               Ints dilation, int64_t groups) {
-  Attrs attrs{{"stride", stride}, {"padding", padding}, {"dilation", dilation}, {"groups", groups}};
+  Attrs attrs = conv_attrs(stride, padding, dilation, groups);
   return b ? apply(Op::Conv2d, {x, w, *b}, attrs) : apply(Op::Conv2d, {x, w}, attrs);
 }
 
 Tensor conv2d_input_grad(const Tensor& grad_y, const Tensor& w, const Tensor& x, Ints stride, Ints padding,
                          Ints dilation, int64_t groups) {
-  Attrs attrs{{"stride", stride}, {"padding", padding}, {"dilation", dilation}, {"groups", groups}};
-  return apply(Op::Conv2dInputGrad, {grad_y, w, x}, attrs);
+  return apply(Op::Conv2dInputGrad, {grad_y, w, x}, conv_attrs(stride, padding, dilation, groups));
 }
 
 Tensor conv2d_weight_grad(const Tensor& grad_y, const Tensor& x, const Tensor& w, Ints stride, Ints padding,
                           Ints dilation, int64_t groups) {
-  Attrs attrs{{"stride", stride}, {"padding", padding}, {"dilation", dilation}, {"groups", groups}};
-  return apply(Op::Conv2dWeightGrad, {grad_y, x, w}, attrs);
+  return apply(Op::Conv2dWeightGrad, {grad_y, x, w}, conv_attrs(stride, padding, dilation, groups));
 }
 
 Tensor max_pool2d(const Tensor& x, Ints kernel, Ints stride, Ints padding, Ints dilation, bool ceil_mode) {

@@ -66,12 +66,14 @@ std::optional<Shape> operand_in_runs(const Shape& operand, const Shape& full, co
 // instead (a graph output too: computed again rather than read), its operands in the runs' shape
 // likewise, and it fuses into the reduction's kernel:
 // batch norm's backward sums grad * (x - mean) over (0, 2, 3) in one pass over grad and x.
-// `reduction` is the node being split: its use of v is going away.
-Value in_runs(Builder& b, Value v, const Shape& full, const std::vector<Run>& runs, const Node* reduction) {
+// `reduction` is the node being split and `parent` the node being rebuilt that reads v: their
+// uses of v are going away. Any other user (a graph output aside) keeps v as it is.
+Value in_runs(Builder& b, Value v, const Shape& full, const std::vector<Run>& runs, const Node* reduction,
+              const Node* parent) {
   const Node* p = v.node;
-  size_t uses = 0;
-  for (const Use& u : p->uses()) uses += u.user != reduction;
-  if (!p->info().is_elementwise() || p->num_outputs() != 1 || uses > 1) return b.reshape(v, sizes_of(runs));
+  bool only_ours = std::all_of(p->uses().begin(), p->uses().end(),
+                               [&](const Use& u) { return u.user == reduction || u.user == parent; });
+  if (!p->info().is_elementwise() || p->num_outputs() != 1 || !only_ours) return b.reshape(v, sizes_of(runs));
   std::vector<std::optional<Shape>> shapes;
   for (const Value& in : p->inputs()) {
     shapes.push_back(operand_in_runs(in.type().shape, full, runs));
@@ -80,7 +82,7 @@ Value in_runs(Builder& b, Value v, const Shape& full, const std::vector<Run>& ru
   std::vector<Value> operands;
   for (size_t i = 0; i < shapes.size(); ++i) {
     const Value& in = p->inputs()[i];
-    if (in.type().shape == full) operands.push_back(in_runs(b, in, full, runs, reduction));
+    if (in.type().shape == full) operands.push_back(in_runs(b, in, full, runs, reduction, p));
     else if (in.type().shape.empty()) operands.push_back(in);  // a scalar broadcasts as it is
     else operands.push_back(b.reshape(in, *shapes[i]));
   }
@@ -103,7 +105,8 @@ Value split(Builder& b, const Node* n) {
       runs.push_back({x.shape[d], reduced});
     }
   }
-  Value v = in_runs(b, b.cast(n->inputs()[0], partial_dtype(n)), x.shape, runs, n);
+  Value partial = b.cast(n->inputs()[0], partial_dtype(n));
+  Value v = in_runs(b, partial, x.shape, runs, n, partial.node);
   while (std::any_of(runs.begin(), runs.end(), [](const Run& r) { return r.reduced; })) {
     // Runs alternate: the reduced run is the last one or the one before it.
     int64_t at = runs.back().reduced ? static_cast<int64_t>(runs.size()) - 1 : static_cast<int64_t>(runs.size()) - 2;

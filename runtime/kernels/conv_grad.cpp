@@ -74,7 +74,7 @@ void depthwise_weight_grad(const ConvShape& cs, const T* x, const T* dy, T* dw) 
       for (int64_t kh = 0; kh < cs.KH; ++kh)
         for (int64_t kw = 0; kw < cs.KW; ++kw) {
           auto [c0, c1] = cs.valid_columns(kw);
-          T acc = 0;
+          double acc = 0;  // a sum of N * OH * OW products, in one accumulator: double
           for (int64_t n = 0; n < cs.N; ++n) {
             const T* plane = x + (n * cs.C + o / cs.Og) * cs.H * cs.W;
             const T* grad = dy + (n * cs.O + o) * cs.P();
@@ -82,10 +82,10 @@ void depthwise_weight_grad(const ConvShape& cs, const T* x, const T* dy, T* dw) 
               int64_t ih = oh * cs.stride[0] - cs.pad[0] + kh * cs.dil[0];
               if (ih < 0 || ih >= cs.H) continue;
               const T* row = plane + ih * cs.W + kw * cs.dil[1] - cs.pad[1];
-              for (int64_t ow = c0; ow < c1; ++ow) acc += grad[oh * cs.OW + ow] * row[ow * cs.stride[1]];
+              for (int64_t ow = c0; ow < c1; ++ow) acc += double(grad[oh * cs.OW + ow]) * row[ow * cs.stride[1]];
             }
           }
-          dw[(o * cs.KH + kh) * cs.KW + kw] = acc;
+          dw[(o * cs.KH + kh) * cs.KW + kw] = static_cast<T>(acc);
         }
   });
 }
@@ -126,8 +126,13 @@ Array conv2d_grad_typed(const Call& call) {
   Array result = gt == call.dtype ? output(call) : Array::empty(gt, call.shape);
   const T *xp = x.data_as<T>(), *wp = w.data_as<T>(), *dyp = dy.data_as<T>();
   T* out = result.data_as<T>();
-  if (cs.depthwise()) of_input ? depthwise_input_grad(cs, wp, dyp, out) : depthwise_weight_grad(cs, xp, dyp, out);
-  else of_input ? input_grad(cs, wp, dyp, out) : weight_grad(cs, xp, dyp, out);
+  if (of_input) {
+    if (cs.depthwise()) depthwise_input_grad(cs, wp, dyp, out);
+    else input_grad(cs, wp, dyp, out);
+  } else {
+    if (cs.depthwise()) depthwise_weight_grad(cs, xp, dyp, out);
+    else weight_grad(cs, xp, dyp, out);
+  }
   return deliver(call, result);
 }
 

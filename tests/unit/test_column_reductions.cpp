@@ -33,7 +33,8 @@ const std::vector<std::pair<const char*, Reduce>>& reductions() {
 }
 
 // The kernels (fusion groups) of var_mean over `axes` of x, after the default mode's passes, that
-// iterate over as many elements as x has: how many times a kernel reads it.
+// iterate over as many elements as x has: how many kernels read all of it. (A row kernel's two
+// passes over a row in cache count once: they read the row from memory once.)
 int passes_over_input(const std::vector<int64_t>& shape, const std::vector<int64_t>& axes) {
   Graph g;
   Node* x = g.add_input({DType::Float32, to_shape(shape)});
@@ -222,7 +223,7 @@ TEST_CASE("grouped moments: a variance over dims that are not one run, or over o
   CHECK(passes_over_input({8192, 40}, {0}) == 1);          // a long column, in columns of 512
   CHECK(passes_over_input({3, 131072}, {1}) == 1);         // a long row, in rows of 16384
   CHECK(passes_over_input({2, 1 << 20}, {}) == 1);         // everything
-  // A run that fits in cache stays two passes over it: layer norm's rows.
+  // A run that fits in cache: one row kernel, two passes over each row while it is in cache.
   CHECK(passes_over_input({16, 1024}, {1}) == 1);
 }
 
@@ -335,6 +336,18 @@ TEST_CASE("split-reductions rebuild a single-use elementwise producer over the r
   auto want = both(g, x);
   check_close(got[0], want[0], 1e-6, 0.0);
   check_close(got[1], want[1], 1e-5, 1e-5);
+  // Read by another node too, the producer is kept and read, not computed twice: one exp.
+  auto shared = [](const Tensor& x) {
+    Tensor p = exp(x);
+    return std::vector<Tensor>{sum(p, {0, 2, 3}), p * 2.0};
+  };
+  auto fs = compile(shared);
+  auto got_s = fs(x);
+  auto want_s = shared(x);
+  check_close(got_s[0], want_s[0], 1e-5, 1e-5);
+  check_close(got_s[1], want_s[1], 1e-6, 0.0);
+  const std::string ir = fs.report().graphs.at(0).ir;
+  CHECK(ir.find("exp(") == ir.rfind("exp("));
   // An operand that mixes full and broadcast dims within a run ([1, 1, 5, 1] against the run of
   // H and W) cannot be put in the runs' shape: the producer stays a kernel, and the sum is right.
   Tensor h = uniform({1, 1, 5, 1}, 4);

@@ -258,6 +258,7 @@ TEST_CASE("conv2d of a zero pad: the pad folds into the convolution's padding, f
   const std::vector<Conv> convs = {
       {{0, 1, 0, 1}, {2, 2}, {0, 0}, {1, 1}, 1},  // TensorFlow's "same" at stride 2
       {{1, 1, 1, 1}, {1, 1}, {0, 0}, {1, 1}, 6},  // depthwise
+      {{0, 1, 0, 1}, {2, 2}, {0, 0}, {1, 1}, 6},  // depthwise, stride 2, four-sided (MobileNetV2's)
       {{2, 0, 1, 3}, {1, 2}, {1, 0}, {2, 1}, 3},  // on top of the conv's own padding, dilated
       {{0, 0, 0, 0}, {1, 1}, {0, 0}, {1, 1}, 1},
   };
@@ -304,6 +305,7 @@ TEST_CASE("conv2d's gradients are its adjoints: <conv2d(x, w), g> = <x, input gr
       {{3, 4, 9, 11}, {6, 4, 3, 3}, {2, 2}, {1, 0, 2, 1}, {1, 1}, 1},  // stride 2, four-sided
       {{2, 6, 10, 10}, {6, 2, 3, 2}, {1, 2}, {2, 1}, {2, 1}, 3},       // dilated, grouped
       {{2, 4, 7, 7}, {4, 1, 3, 3}, {1, 1}, {1, 1}, {1, 1}, 4},         // depthwise
+      {{2, 3, 9, 8}, {6, 1, 3, 3}, {2, 2}, {0, 0, 1, 1}, {1, 1}, 3},   // depthwise x 2, four-sided
       {{5, 3, 20, 20}, {4, 3, 1, 1}, {1, 1}, {0, 0}, {1, 1}, 1},       // 1 x 1, one image a GEMM
       {{0, 3, 5, 5}, {4, 3, 3, 3}, {1, 1}, {1, 1}, {1, 1}, 1},         // no images
   };
