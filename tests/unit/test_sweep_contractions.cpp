@@ -307,6 +307,8 @@ TEST_CASE("conv2d's gradients are its adjoints: <conv2d(x, w), g> = <x, input gr
       {{2, 4, 7, 7}, {4, 1, 3, 3}, {1, 1}, {1, 1}, {1, 1}, 4},         // depthwise
       {{2, 3, 9, 8}, {6, 1, 3, 3}, {2, 2}, {0, 0, 1, 1}, {1, 1}, 3},   // depthwise x 2, four-sided
       {{5, 3, 20, 20}, {4, 3, 1, 1}, {1, 1}, {0, 0}, {1, 1}, 1},       // 1 x 1, one image a GEMM
+      {{2, 3, 34, 34}, {4, 3, 3, 3}, {1, 1}, {1, 1}, {1, 1}, 1},       // many pixels: float32 input
+      {{1, 2, 33, 40}, {3, 2, 3, 2}, {1, 1}, {0, 1, 2, 0}, {1, 1}, 1},  // gradient as a convolution
       {{0, 3, 5, 5}, {4, 3, 3, 3}, {1, 1}, {1, 1}, {1, 1}, 1},         // no images
   };
   auto dot = [](const Tensor& a, const Tensor& b) { return sum((a * b).to(DType::Float64)).to_vector()[0]; };
