@@ -33,9 +33,7 @@ std::string KernelSpec::str() const {
 
 std::string KernelSpec::hash() const { return sha256_hex(str()); }
 
-bool is_row_reduction(Op op) {
-  return op == Op::Sum || op == Op::Mean || op == Op::Prod || op == Op::Max || op == Op::Min;
-}
+bool is_row_reduction(Op op) { return is_plain_fold(op); }
 
 bool KernelSpec::reduces() const {
   return std::any_of(body.begin(), body.end(), [](const KernelInstr& b) { return is_row_reduction(b.op); });

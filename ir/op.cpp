@@ -165,6 +165,24 @@ std::vector<int64_t> normalize_axes(std::string_view op, const std::vector<int64
   return out;
 }
 
+bool is_plain_fold(Op op) {
+  return op == Op::Sum || op == Op::Mean || op == Op::Prod || op == Op::Max || op == Op::Min;
+}
+
+std::vector<DimRun> dim_runs(const Shape& shape, const std::vector<int64_t>& axes) {
+  std::vector<DimRun> runs;
+  for (int64_t d = 0; d < static_cast<int64_t>(shape.size()); ++d) {
+    bool reduced = std::find(axes.begin(), axes.end(), d) != axes.end();
+    if (!runs.empty() && runs.back().reduced == reduced) {
+      runs.back().size = runs.back().size * shape[d];
+      ++runs.back().dims;
+    } else {
+      runs.push_back({shape[d], reduced, 1});
+    }
+  }
+  return runs;
+}
+
 Shape broadcast_shapes(std::string_view op, const Shape& a, const Shape& b) {
   size_t rank = std::max(a.size(), b.size());
   Shape out(rank);

@@ -147,4 +147,17 @@ void require_equal_dims(std::string_view op, const Dim& a, const Dim& b, const s
 // The dtype elementwise inputs are promoted to (bool for no inputs).
 DType promoted_dtype(std::span<const TensorType> inputs);
 
+// The reductions a loop folds with one combiner and no index (sum, mean, prod, max, min): what
+// row and column kernels fold, and what split-reductions splits.
+bool is_plain_fold(Op op);
+
+// A shape's dims as runs of neighbours that are all reduced (in `axes`, normalised) or all kept,
+// each run one dim of their product: batch norm's (0, 2, 3) of [N, C, H, W] is [N | C | H*W].
+struct DimRun {
+  Dim size;
+  bool reduced;
+  int dims;  // how many of the shape's dims it merges
+};
+std::vector<DimRun> dim_runs(const Shape& shape, const std::vector<int64_t>& axes);
+
 }  // namespace ember

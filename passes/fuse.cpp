@@ -173,7 +173,7 @@ class Fuser {
 
 int folded_dim(const Node* n) {
   if (!n->info().is_reduction() || n->num_outputs() != 1 || n->inputs().size() != 1) return -1;
-  if (n->op != Op::Sum && n->op != Op::Mean && n->op != Op::Prod && n->op != Op::Max && n->op != Op::Min) return -1;
+  if (!is_plain_fold(n->op)) return -1;
   int64_t rank = static_cast<int64_t>(n->inputs()[0].type().shape.size());
   if (rank == 0) return -1;
   std::vector<int64_t> axes = normalize_axes(n->info().name, attr_ints(n->attrs, "axes"), rank);

@@ -11,16 +11,10 @@ namespace ember {
 
 namespace {
 
-// A run of neighbouring dims that are all reduced or all kept, as one dim.
-struct Run {
-  Dim size;
-  bool reduced;
-  int dims = 1;  // how many of the input's dims it merges
-};
+using Run = DimRun;
 
 bool splittable(const Node* n) {
-  if (n->op != Op::Sum && n->op != Op::Mean && n->op != Op::Prod && n->op != Op::Max && n->op != Op::Min) return false;
-  if (n->num_outputs() != 1 || n->inputs().size() != 1 || folded_dim(n) >= 0) return false;
+  if (!is_plain_fold(n->op) || n->num_outputs() != 1 || n->inputs().size() != 1 || folded_dim(n) >= 0) return false;
   const TensorType& x = n->inputs()[0].type();
   if (x.shape.empty()) return false;
   // As the kernels fold them (codegen/cpu/emit_kernel.cpp: can_emit_reduction).
@@ -95,16 +89,9 @@ Value split(Builder& b, const Node* n) {
   const TensorType& x = n->inputs()[0].type();
   int64_t rank = static_cast<int64_t>(x.shape.size());
   std::vector<int64_t> axes = normalize_axes(n->info().name, attr_ints(n->attrs, "axes"), rank);
-  std::vector<Run> runs;
-  for (int64_t d = 0; d < rank; ++d) {
-    bool reduced = axes.empty() || std::find(axes.begin(), axes.end(), d) != axes.end();
-    if (!runs.empty() && runs.back().reduced == reduced) {
-      runs.back().size = runs.back().size * x.shape[d];
-      ++runs.back().dims;
-    } else {
-      runs.push_back({x.shape[d], reduced});
-    }
-  }
+  if (axes.empty())
+    for (int64_t d = 0; d < rank; ++d) axes.push_back(d);
+  std::vector<Run> runs = dim_runs(x.shape, axes);
   Value partial = b.cast(n->inputs()[0], partial_dtype(n));
   Value v = in_runs(b, partial, x.shape, runs, n, partial.node);
   while (std::any_of(runs.begin(), runs.end(), [](const Run& r) { return r.reduced; })) {

@@ -38,8 +38,8 @@ Value last_along(Builder& b, Value x, const std::vector<int64_t>& axes) {
 
 namespace {
 
-// x's dims with neighbours that are both reduced or both kept merged into one: the shape the
-// moments are taken in, so that each reduction is over one dim of it.
+// x's dims as runs (dim_runs): the shape the moments are taken in, so that each reduction is
+// over one dim of it.
 struct Runs {
   Shape sizes;
   std::vector<int64_t> reduced;  // indices into sizes, ascending
@@ -47,16 +47,9 @@ struct Runs {
 
 Runs runs_of(const TensorType& x, const std::vector<int64_t>& axes) {
   Runs r;
-  bool last_reduced = false;
-  for (int64_t d = 0; d < static_cast<int64_t>(x.shape.size()); ++d) {
-    bool reduced = std::find(axes.begin(), axes.end(), d) != axes.end();
-    if (d > 0 && reduced == last_reduced) {
-      r.sizes.back() = r.sizes.back() * x.shape[d];
-      continue;
-    }
-    if (reduced) r.reduced.push_back(static_cast<int64_t>(r.sizes.size()));
-    r.sizes.push_back(x.shape[d]);
-    last_reduced = reduced;
+  for (const DimRun& run : dim_runs(x.shape, axes)) {
+    if (run.reduced) r.reduced.push_back(static_cast<int64_t>(r.sizes.size()));
+    r.sizes.push_back(run.size);
   }
   return r;
 }
