@@ -6,6 +6,8 @@ ember Value, or a list of them for an op with several outputs. It raises Unsuppo
 ValueError/TypeError) for a case it does not cover; the node then runs on PyTorch as a torch call
 inside the compiled graph (see _translate.py), so a missing case costs speed, never correctness.
 """
+import math
+
 import sympy
 import torch
 
@@ -347,6 +349,71 @@ def _select(cx, x, dim, index):
         raise Unsupported("select by a size")
     end = index + 1 if index != -1 else 2 ** 62
     return cx.op("squeeze", [cx.op("slice", [x], {"axis": dim, "start": index, "end": end})], {"axes": [dim]})
+
+
+# as_strided reads memory, not values. _translate lets it through only when the input owns its
+# storage exactly (offset 0, dense, nothing beyond its elements), so its memory is its elements
+# in the order of eager's strides. The view becomes ember views when it re-reads that memory
+# densely (a reshape under another name, as AOTAutograd writes some views); other strides are a
+# torch call, which gets the input in eager's strides (_torch_calls._in_layout).
+
+def dense_order(sizes, strides, numel):
+    """The dims from outermost to innermost when (sizes, strides) cover 0..numel-1 once each;
+    else None. Dims of size 1 come last (their stride is arbitrary)."""
+    if not all(isinstance(v, int) for v in list(sizes) + list(strides)):
+        return None
+    order = sorted((d for d in range(len(sizes)) if sizes[d] != 1), key=lambda d: -strides[d])
+    expected = 1
+    for d in reversed(order):
+        if strides[d] != expected:
+            return None
+        expected *= sizes[d]
+    if expected != numel:
+        return None
+    return order + [d for d in range(len(sizes)) if sizes[d] == 1]
+
+
+def _memory(cx, x, sizes, strides):
+    """x's elements in the order eager keeps them in memory (by `strides`), as one dim."""
+    numel = math.prod(sizes)
+    order = dense_order(sizes, strides, numel)
+    if order is None:
+        raise Unsupported("as_strided of a value that is not dense")
+    if order != list(range(len(order))):
+        x = cx.op("permute", [x], {"dims": order})
+    return cx.op("reshape", [x], {"shape": [numel]})
+
+
+def _from_memory(cx, flat, sizes, strides):
+    """The inverse of _memory: the tensor of `sizes` whose memory by `strides` is `flat`."""
+    order = dense_order(sizes, strides, math.prod(sizes))
+    if order is None:
+        raise Unsupported("as_strided that is not a dense view of all of its input")
+    y = cx.op("reshape", [flat], {"shape": [sizes[d] for d in order]})
+    inverse = [order.index(d) for d in range(len(order))]
+    return y if inverse == list(range(len(order))) else cx.op("permute", [y], {"dims": inverse})
+
+
+def _layout(node):
+    meta = node.meta["val"]
+    return list(meta.shape), list(meta.stride())
+
+
+@lowering("aten.as_strided.default")
+def _as_strided(cx, x, size, stride, storage_offset=None):
+    sizes, strides = _layout(cx.node.args[0])
+    if storage_offset not in (None, 0) or math.prod(size) != math.prod(sizes):
+        raise Unsupported("as_strided that is not a view of all of its input")
+    return _from_memory(cx, _memory(cx, x, sizes, strides), list(size), list(stride))
+
+
+@lowering("aten.as_strided_scatter.default")
+def _as_strided_scatter(cx, base, src, size, stride, storage_offset=None):
+    """When the view covers all of base, the result is src laid out in base's memory."""
+    sizes, strides = _layout(cx.node.args[0])
+    if storage_offset not in (None, 0) or math.prod(size) != math.prod(sizes):
+        raise Unsupported("as_strided_scatter that is not a view of all of its input")
+    return _from_memory(cx, _memory(cx, src, list(size), list(stride)), sizes, strides)
 
 
 @lowering("aten.cat.default")

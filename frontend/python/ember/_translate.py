@@ -20,8 +20,8 @@ from ._symbols import FloatSize, NonPolynomialSize, Symbols, Unsupported, input_
 
 
 # Ops whose result depends on the input's storage (offset and memory beyond its own elements),
-# not only on its values: neither a lowering nor a torch call can reproduce them, so a graph with
-# one runs on PyTorch.
+# not only on its values. Unless the input owns its storage exactly (_owns_storage), neither a
+# lowering nor a torch call can reproduce them, so a graph with one runs on PyTorch.
 _STORAGE_OPS = ("aten.as_strided", "aten.set_", "aten.resize_")
 
 
@@ -237,7 +237,8 @@ class CompiledFx:
         if not isinstance(target, torch._ops.OpOverload):
             raise Unsupported(f"call of {target}")
         name = str(target)
-        if name.startswith(_STORAGE_OPS):
+        if name.startswith(_STORAGE_OPS) and not (name.startswith("aten.as_strided")
+                                                   and _owns_storage(node.args[0])):
             raise Unsupported(f"{name} reads its input's storage, which ember does not keep as eager does")
         lower = LOWERINGS.get(name)
         if lower is not None:
@@ -437,6 +438,16 @@ def _tensor_outputs_among(gm, count):
     results = out.args[0] if isinstance(out.args[0], (list, tuple)) else [out.args[0]]
     results = results if count is None else results[:count]
     return sum(1 for r in results if isinstance(r, torch.fx.Node) and _is_tensor_node(r))
+
+
+def _owns_storage(node):
+    """Whether eager's storage of this value is exactly its elements: made inside the graph (a
+    graph input may be a view into more memory), at offset 0, dense, static."""
+    val = node.meta.get("val") if isinstance(node, torch.fx.Node) and node.op == "call_function" else None
+    if not isinstance(val, torch.Tensor) or _eager_strides(node) is None:
+        return False
+    nbytes = val.untyped_storage().nbytes()
+    return val.storage_offset() == 0 and isinstance(nbytes, int) and nbytes == val.numel() * val.element_size()
 
 
 def _eager_strides(node):

@@ -127,7 +127,8 @@ def _compile_graph(gm, kind, mode, strict, report, visible_outputs=None):
         if strict:
             raise
         reason = f"{type(e).__name__}: {e}"
-        warnings.warn(f"ember: compiling a {kind} graph failed; it runs on PyTorch instead ({reason})",
+        article = "an" if kind[0] in "aeiou" else "a"
+        warnings.warn(f"ember: compiling {article} {kind} graph failed; it runs on PyTorch instead ({reason})",
                       RuntimeWarning, stacklevel=2)
         report.add_graph(_report.GraphRecord.fallback(kind, gm, reason, time.perf_counter() - start))
         return eager_fallback(gm)
