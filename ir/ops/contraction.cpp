@@ -64,14 +64,20 @@ std::pair<int64_t, int64_t> pair_attr(const OpInfo& op, const Attrs& attrs, cons
 Dim window_out(const OpInfo& op, const Dim& size, int64_t k, int64_t s, int64_t p, int64_t q, int64_t d,
                bool ceil_mode) {
   Dim span = size + Dim(p + q - d * (k - 1) - 1);
-  if (span.is_static() && span.value() < 0)
+  // In ceil mode a window may pass the end of the input, as long as it starts inside: one
+  // window larger than the whole input is fine (EfficientNet pools 1x1 with a kernel of 320).
+  bool fits = span.is_static() && (span.value() >= 0 || (ceil_mode && span.value() > -s));
+  if (span.is_static() && !fits)
     EMBER_OP_ERROR(Value, op, "input size ", size.str(), " is smaller than the window (kernel ", k,
                    ", dilation ", d, ", padding ", p, " and ", q, ")");
-  assume_nonnegative(span, detail::concat("[", op.name, "] the window fits in the input"));
+  if (!span.is_static()) {
+    assume_nonnegative(span, detail::concat("[", op.name, "] the window fits in the input"));
+    return span.floor_div(s) + Dim(1);  // ceil mode with a symbolic size: s == 1, floor == ceil
+  }
   if (!ceil_mode) return span.floor_div(s) + Dim(1);
-  if (!span.is_static()) return span.floor_div(s) + Dim(1);  // s == 1 only; floor == ceil
-  int64_t out = (span.value() + s - 1) / s + 1;
+  int64_t out = (span.value() + s - 1) / s + 1;  // span + s - 1 >= 0 here
   if ((out - 1) * s >= size.value() + p) --out;  // the last window must start inside the input
+  if (out < 1) EMBER_OP_ERROR(Value, op, "no window starts inside input size ", size.str());
   return Dim(out);
 }
 

@@ -74,6 +74,53 @@ def test_conv2d_on_a_non_contiguous_input():
     torch.testing.assert_close(ember.compile(fn)(x, wt), fn(x, wt), rtol=1e-4, atol=1e-4)
 
 
+# (N, C, L, O, kernel, stride, padding, dilation, groups, bias): Whisper's and wav2vec2's
+CONV1D = {
+    "padded": (2, 4, 16, 6, 3, 1, 1, 1, 1, True),
+    "stride 2": (2, 6, 17, 5, 3, 2, 1, 1, 1, False),
+    "feature extractor": (2, 1, 80, 8, 10, 5, 0, 1, 1, False),
+    "grouped, even kernel": (1, 8, 20, 8, 8, 1, 4, 1, 4, True),
+    "depthwise, dilated": (2, 5, 19, 5, 3, 1, 2, 2, 5, True),
+    "valid": (2, 3, 9, 4, 4, 1, "valid", 1, 1, True),
+    "same": (2, 3, 9, 4, 4, 1, "same", 1, 1, False),
+}
+
+
+@pytest.mark.parametrize("name", list(CONV1D))
+def test_conv1d_and_its_gradients_match_pytorch(name):
+    n, c, length, o, k, stride, padding, dilation, groups, bias = CONV1D[name]
+    x = torch.randn(n, c, length, dtype=torch.float64, requires_grad=True)
+    w = torch.randn(o, c // groups, k, dtype=torch.float64, requires_grad=True)
+    b = torch.randn(o, dtype=torch.float64, requires_grad=True) if bias else None
+
+    def fn(x, w, b):
+        return F.conv1d(x, w, b, stride=stride, padding=padding, dilation=dilation, groups=groups).tanh()
+
+    compiled = ember.compile(fn)
+    got, want = compiled(x, w, b), fn(x, w, b)
+    torch.testing.assert_close(got, want, rtol=1e-10, atol=1e-10)
+    grads = torch.autograd.grad(got.sum(), [t for t in (x, w, b) if t is not None])
+    expected = torch.autograd.grad(want.sum(), [t for t in (x, w, b) if t is not None])
+    for g, e in zip(grads, expected):
+        torch.testing.assert_close(g, e, rtol=1e-10, atol=1e-10)
+    report = assert_compiled(compiled)
+    assert "aten.convolution.default" not in report.torch_call_ops(), report.text()
+    if groups == 1 or c == groups:
+        assert "aten.convolution_backward.default" not in report.torch_call_ops(), report.text()
+
+
+def test_conv2d_with_one_value_for_both_dims():
+    """padding="valid" reaches the graph as [0]: one value for both spatial dims."""
+    x, w = torch.randn(2, 3, 9, 8), torch.randn(4, 3, 3, 3)
+
+    def fn(x, w):
+        return F.conv2d(x, w, padding="valid") + 1
+
+    compiled = ember.compile(fn)
+    torch.testing.assert_close(compiled(x, w), fn(x, w), rtol=1e-4, atol=1e-4)
+    assert "aten.convolution.default" not in assert_compiled(compiled).torch_call_ops()
+
+
 def test_strided_windows_with_dynamic_sizes_compile_per_size():
     """A stride-2 window's output size is a floor division of the input's, which ember dims cannot
     hold: the graph is compiled for each set of sizes instead of running on PyTorch."""
@@ -149,6 +196,23 @@ def test_max_pool_in_inference_is_lowered(kernel, stride, padding, dilation, cei
         torch.testing.assert_close(compiled(x), fn(x), equal_nan=True)
     report = assert_compiled(compiled)
     assert "aten.max_pool2d_with_indices.default" not in report.torch_call_ops(), report.text()
+
+
+@pytest.mark.parametrize("pool", [F.avg_pool2d, F.max_pool2d])
+@pytest.mark.parametrize("shape,kernel,stride", [((2, 5, 1, 1), 7, None), ((1, 2, 2, 3), 4, 3)])
+def test_pool_window_larger_than_the_input_in_ceil_mode(pool, shape, kernel, stride):
+    """EfficientNet's head: AvgPool2d(1280, ceil_mode=True) over a 1x1 map. The one window
+    starts inside the input, so PyTorch allows it."""
+    x = torch.randn(*shape)
+
+    def fn(x):
+        return pool(x, kernel, stride, ceil_mode=True) * 2
+
+    compiled = ember.compile(fn)
+    with torch.no_grad():
+        torch.testing.assert_close(compiled(x), fn(x))
+    report = assert_compiled(compiled)
+    assert not report.torch_call_ops(), report.text()
 
 
 def test_max_pool_in_training_keeps_its_indices_for_the_backward():

@@ -206,8 +206,13 @@ Case pool_case(Op op, DType dt, Gen& g) {
     p.win.dil_h = is_max ? g.integer(1, 2) : 1, p.win.dil_w = is_max ? g.integer(1, 2) : 1;
     p.ceil_mode = g.coin(), p.count_include_pad = g.coin();
     size_t r = shape.size();
-    if (shape[r - 2] + 2 * p.win.pad_h < p.win.dil_h * (p.kh - 1) + 1) continue;
-    if (shape[r - 1] + 2 * p.win.pad_w < p.win.dil_w * (p.kw - 1) + 1) continue;
+    // A window may be larger than the input in ceil mode, as long as it starts inside it.
+    auto fits = [&](int64_t size, int64_t k, int64_t s, int64_t pad, int64_t dil) {
+      int64_t span = size + 2 * pad - dil * (k - 1) - 1;
+      return span >= 0 || (p.ceil_mode && span > -s);
+    };
+    if (!fits(shape[r - 2], p.kh, p.win.stride_h, p.win.pad_h, p.win.dil_h)) continue;
+    if (!fits(shape[r - 1], p.kw, p.win.stride_w, p.win.pad_w, p.win.dil_w)) continue;
     bool empty = false;
     Ref probe{shape, std::vector<double>(ref::numel(shape), 0.0)};
     if (ref::numel(shape) == 0) break;

@@ -521,13 +521,38 @@ def _addmm(cx, bias, a, b, beta=1, alpha=1):
     return cx.op("add", [_scaled(cx, bias, beta), out]) if beta != 0 else out
 
 
+def _conv_attrs(x, stride, padding, dilation, groups):
+    """conv2d's attributes. A 1-d convolution is a 2-d one over a height of 1; one value stands
+    for every spatial dim (padding="valid" arrives as [0])."""
+    spatial = len(x.shape) - 2
+    if spatial not in (1, 2):
+        raise Unsupported(f"a {spatial}-d convolution")
+
+    def per_dim(values, one):
+        values = [int(v) for v in values]
+        values = values * spatial if len(values) == 1 else values
+        return ([one] if spatial == 1 else []) + values
+
+    return {"stride": per_dim(stride, 1), "padding": per_dim(padding, 0), "dilation": per_dim(dilation, 1),
+            "groups": groups}
+
+
+def _as_2d(cx, *tensors):
+    """1-d convolution operands with a height of 1 (2-d ones as they are)."""
+    return [t if t is None or len(t.shape) != 3 else cx.op("unsqueeze", [t], {"axis": 2}) for t in tensors]
+
+
+def _from_2d(cx, t, spatial):
+    return t if t is None or spatial == 2 else cx.op("squeeze", [t], {"axes": [2]})
+
+
 @lowering("aten.convolution.default")
 def _convolution(cx, x, w, bias, stride, padding, dilation, transposed, output_padding, groups):
-    if transposed or len(x.shape) != 4:
-        raise Unsupported("only 2-d convolution that is not transposed")
-    inputs = [x, w] + ([bias] if bias is not None else [])
-    return cx.op("conv2d", inputs, {"stride": list(stride), "padding": list(padding),
-                                    "dilation": list(dilation), "groups": groups})
+    if transposed:
+        raise Unsupported("a transposed convolution")
+    attrs = _conv_attrs(x, stride, padding, dilation, groups)
+    inputs = _as_2d(cx, x, w) + ([bias] if bias is not None else [])
+    return _from_2d(cx, cx.op("conv2d", inputs, attrs), len(x.shape) - 2)
 
 
 @lowering("aten.convolution_backward.default")
@@ -535,13 +560,15 @@ def _convolution_backward(cx, grad, x, w, bias_sizes, stride, padding, dilation,
                           groups, output_mask):
     # Other grouped ones stay PyTorch's: ember's gradients run a GEMM per group.
     depthwise = groups > 1 and w.shape[1] == 1
-    if transposed or len(x.shape) != 4 or not (groups == 1 or depthwise):
-        raise Unsupported("only the gradients of a 2-d convolution, ungrouped or depthwise, not transposed")
-    attrs = {"stride": list(stride), "padding": list(padding), "dilation": list(dilation), "groups": groups}
+    if transposed or not (groups == 1 or depthwise):
+        raise Unsupported("only the gradients of a convolution, ungrouped or depthwise, not transposed")
+    attrs = _conv_attrs(x, stride, padding, dilation, groups)
+    spatial = len(x.shape) - 2
+    grad, x, w = _as_2d(cx, grad, x, w)
     grad_x = cx.op("conv2d_input_grad", [grad, w, x], attrs) if output_mask[0] else None
     grad_w = cx.op("conv2d_weight_grad", [grad, x, w], attrs) if output_mask[1] else None
     grad_b = cx.op("sum", [grad], {"axes": [0, 2, 3], "keepdim": False}) if output_mask[2] else None
-    return [grad_x, grad_w, grad_b]
+    return [_from_2d(cx, grad_x, spatial), _from_2d(cx, grad_w, spatial), grad_b]
 
 
 @lowering("aten.avg_pool2d.default")
