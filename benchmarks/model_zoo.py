@@ -62,6 +62,49 @@ def vit(size):
     return transformers.ViTModel(c), (torch.randn(2, 3, image, image),)
 
 
+def efficientnet(size):
+    image, width, depth, batch = (32, 0.25, 0.3, 2) if size == "test" else (96, 1.0, 1.0, 2)
+    c = transformers.EfficientNetConfig(image_size=image, width_coefficient=width, depth_coefficient=depth,
+                                        drop_connect_rate=0.0, hidden_dim=1280 if size == "bench" else 320)
+    return transformers.EfficientNetModel(c), (torch.randn(batch, 3, image, image),)
+
+
+def convnext(size):
+    if size == "test":
+        c = transformers.ConvNextConfig(hidden_sizes=[16, 32, 64, 128], depths=[1, 1, 2, 1])
+        return transformers.ConvNextModel(c), (torch.randn(2, 3, 32, 32),)
+    c = transformers.ConvNextConfig(hidden_sizes=[96, 192, 384, 768], depths=[3, 3, 9, 3])
+    return transformers.ConvNextModel(c), (torch.randn(2, 3, 64, 64),)
+
+
+def swin(size):
+    if size == "test":
+        c = transformers.SwinConfig(image_size=32, patch_size=2, embed_dim=16, depths=[1, 1], num_heads=[2, 4],
+                                    window_size=4, drop_path_rate=0.0)
+        return transformers.SwinModel(c), (torch.randn(2, 3, 32, 32),)
+    c = transformers.SwinConfig(image_size=64, patch_size=2, embed_dim=96, depths=[2, 2, 6, 2],
+                                num_heads=[3, 6, 12, 24], window_size=4, drop_path_rate=0.0)
+    return transformers.SwinModel(c), (torch.randn(2, 3, 64, 64),)
+
+
+def llama(size):
+    h, layers, seq, batch = (32, 2, 16, 2) if size == "test" else (256, 4, 128, 4)
+    c = transformers.LlamaConfig(vocab_size=1000, hidden_size=h, intermediate_size=(8 * h) // 3, num_hidden_layers=layers,
+                                 num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512)
+    return transformers.LlamaForCausalLM(c), (torch.randint(0, 1000, (batch, seq)),)
+
+
+def wav2vec2(size):
+    h, layers, samples = (32, 2, 800) if size == "test" else (256, 4, 16000)
+    conv = (16, 16) if size == "test" else (128, 128, 128)
+    c = transformers.Wav2Vec2Config(vocab_size=32, hidden_size=h, num_hidden_layers=layers, num_attention_heads=4,
+                                    intermediate_size=4 * h, conv_dim=conv, conv_stride=(5,) + (2,) * (len(conv) - 1),
+                                    conv_kernel=(10,) + (3,) * (len(conv) - 1), num_conv_pos_embeddings=16,
+                                    num_conv_pos_embedding_groups=4, hidden_dropout=0.0, attention_dropout=0.0,
+                                    activation_dropout=0.0, feat_proj_dropout=0.0, mask_time_prob=0.0)
+    return transformers.Wav2Vec2Model(c), (torch.randn(2, samples),)
+
+
 class MLP(torch.nn.Module):
     def __init__(self, width):
         super().__init__()
@@ -101,7 +144,13 @@ def with_breaks(size):
 
 MODELS = {"bert": bert, "gpt2": gpt2, "resnet18": resnet18, "resnet50": resnet50, "mobilenet_v2": mobilenet_v2,
           "vit": vit, "mlp": mlp, "with_breaks": with_breaks}
-NEEDS_TRANSFORMERS = {"bert", "gpt2", "resnet18", "resnet50", "mobilenet_v2", "vit"}
+# Architectures beyond the set (TESTING.md names EfficientNet): windowed attention
+# through as_strided, 7x7 depthwise convolutions with channels-last layer norms, squeeze and
+# excitation, grouped-query attention with rotary embeddings, 1-d convolutions.
+MORE_MODELS = {"efficientnet": efficientnet, "convnext": convnext, "swin": swin, "llama": llama,
+               "wav2vec2": wav2vec2}
+ALL_MODELS = {**MODELS, **MORE_MODELS}
+NEEDS_TRANSFORMERS = {"bert", "gpt2", "resnet18", "resnet50", "mobilenet_v2", "vit"} | set(MORE_MODELS)
 
 
 def build(name, size="test", seed=0):
@@ -109,7 +158,7 @@ def build(name, size="test", seed=0):
     if name in NEEDS_TRANSFORMERS and transformers is None:
         raise RuntimeError(f"{name} needs transformers (make setup installs it)")
     torch.manual_seed(seed)
-    return MODELS[name](size)
+    return ALL_MODELS[name](size)
 
 
 def main_output(out):

@@ -252,13 +252,13 @@ void max_pool_planes(const T* x, T* y, int64_t planes, int64_t H, int64_t W, int
         for (int64_t ow = 0; ow < OW; ++ow) {
           T acc = -std::numeric_limits<T>::infinity();
           bool nan = false;
-          for (int64_t kh = 0; kh < kernel[0]; ++kh) {
-            int64_t ih = oh * stride[0] - pad[0] + kh * dil[0];
-            if (ih < 0 || ih >= H) continue;
-            for (int64_t kw = 0; kw < kernel[1]; ++kw) {
-              int64_t iw = ow * stride[1] - pad[1] + kw * dil[1];
-              if (iw < 0 || iw >= W) continue;
-              T v = in[ih * W + iw];
+          int64_t h0 = oh * stride[0] - pad[0], w0 = ow * stride[1] - pad[1];
+          auto [kh0, kh1] = valid_taps(h0, kernel[0], dil[0], H);
+          auto [kw0, kw1] = valid_taps(w0, kernel[1], dil[1], W);
+          for (int64_t kh = kh0; kh < kh1; ++kh) {
+            int64_t ih = h0 + kh * dil[0];
+            for (int64_t kw = kw0; kw < kw1; ++kw) {
+              T v = in[ih * W + w0 + kw * dil[1]];
               nan = nan || v != v;
               acc = v > acc ? v : acc;
             }
@@ -310,9 +310,10 @@ Array pool(const Call& call) {
         double acc = is_max ? -std::numeric_limits<double>::infinity() : 0.0;
         int64_t acc_i = std::numeric_limits<int64_t>::min(), count = 0;
         bool nan = false;
-        for (int64_t ih = h0; ih < h1; ih += dil[0])
-          for (int64_t iw = w0; iw < w1; iw += dil[1]) {
-            if (ih < 0 || ih >= H || iw < 0 || iw >= W) continue;
+        auto [kh0, kh1] = valid_taps(h0, (h1 - h0 + dil[0] - 1) / dil[0], dil[0], H);
+        auto [kw0, kw1] = valid_taps(w0, (w1 - w0 + dil[1] - 1) / dil[1], dil[1], W);
+        for (int64_t ih = h0 + kh0 * dil[0]; ih < h0 + kh1 * dil[0]; ih += dil[0])
+          for (int64_t iw = w0 + kw0 * dil[1]; iw < w0 + kw1 * dil[1]; iw += dil[1]) {
             int64_t off = strided_offset(p * H * W + ih * W + iw, x.shape(), x.strides());
             const void* src = byte_ptr(x, off);
             ++count;

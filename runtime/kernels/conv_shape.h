@@ -1,6 +1,7 @@
 // The geometry of one conv2d call, shared by ember's convolution paths and oneDNN's.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <utility>
 #include <vector>
@@ -31,6 +32,15 @@ struct ConvShape {
     return {lo, hi};
   }
 };
+
+// Taps [lo, hi) of a window of `kernel` taps, `dil` apart from `start`, that land inside
+// [0, size). Loops over only these: a pool's window may be far larger than its input (EfficientNet
+// pools a 3x3 map with a kernel of 1280: 1.6M taps a window, 9 of them inside).
+inline std::pair<int64_t, int64_t> valid_taps(int64_t start, int64_t kernel, int64_t dil, int64_t size) {
+  int64_t lo = start < 0 ? (-start + dil - 1) / dil : 0;
+  int64_t hi = start >= size ? 0 : std::min(kernel, (size - 1 - start) / dil + 1);
+  return {lo, std::max(lo, hi)};
+}
 
 struct Call;
 // The geometry of a conv2d call's attributes over input x [N, C, H, W], weight [O, C / groups,
