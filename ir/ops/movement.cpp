@@ -111,7 +111,15 @@ TensorType infer_slice(const OpInfo& op, std::span<const TensorType> in, const A
   if (step <= 0) EMBER_OP_ERROR(Value, op, "step must be positive, got ", step);
   Shape out = x.shape;
   const Dim& n = x.shape[axis];
-  if (n.is_static()) {
+  Shape length = attr_shape(attrs, "length");
+  if (!length.empty()) {
+    if (length.size() != 1 || start < 0 || end != kToEnd)
+      EMBER_OP_ERROR(Value, op, "length must be one dim, with a start >= 0 and no end");
+    bool fits = !n.is_static() || !length[0].is_static() || length[0].value() == 0 ||
+                start + (length[0].value() - 1) * step < n.value();
+    if (!fits) EMBER_OP_ERROR(Value, op, "length ", length[0].str(), " from ", start, " passes the end of ", n.str());
+    out[axis] = length[0];
+  } else if (n.is_static()) {
     out[axis] = Dim(slice_length(n.value(), start, end, step));
   } else if (step == 1 && end == kToEnd && start >= 0) {
     assume_nonnegative(n - Dim(start), "[slice] start within the dim");
@@ -284,7 +292,10 @@ void register_movement(Table& table) {
       {{"shape", AttrType::Shape, std::nullopt}});
   set(Op::Slice, "elements start, start+step, ... before end along `axis` (Python semantics)", infer_slice,
       {{"axis", AttrType::Int, std::nullopt}, {"start", AttrType::Int, Attr(int64_t{0})},
-       {"end", AttrType::Int, Attr(kToEnd)}, {"step", AttrType::Int, Attr(int64_t{1})}});
+       {"end", AttrType::Int, Attr(kToEnd)}, {"step", AttrType::Int, Attr(int64_t{1})},
+       // The result's length, when it is a size rather than a number (x[:, :seq] with a symbolic
+       // seq): then `end` is not given. A plan checks at run time that it stays inside x.
+       {"length", AttrType::Shape, Attr(Shape{})}});
   set(Op::Squeeze, "drop size-1 dims among `axes` (all when empty)", infer_squeeze,
       {{"axes", AttrType::Ints, Attr(Ints{})}});
   set(Op::Unsqueeze, "insert a size-1 dim at `axis`", infer_unsqueeze, {{"axis", AttrType::Int, std::nullopt}});

@@ -89,6 +89,9 @@ Array slice(const Call& call) {
   int64_t n = x.shape()[axis], start = attr_int(call.attrs, "start"), step = attr_int(call.attrs, "step");
   if (start < 0) start += n;
   start = std::clamp<int64_t>(start, 0, n);
+  int64_t length = call.shape[axis];
+  if (length > 0 && start + (length - 1) * step >= n)  // a symbolic `length` that is too long here
+    EMBER_THROW(Value, "[slice] ", length, " elements from ", start, " with step ", step, " pass the end of ", n);
   std::vector<int64_t> strides = x.strides();
   int64_t offset = x.offset() + (call.shape[axis] > 0 ? start * strides[axis] : 0);
   strides[axis] *= step;

@@ -99,3 +99,18 @@ def test_gradient_through_as_strided():
     fn(x_ref).pow(2).sum().backward()
     torch.testing.assert_close(x.grad, x_ref.grad)
     assert not fell_back(compiled)
+
+
+def test_symbolic_sizes_are_ember_views():
+    """Swin's pooler under dynamic=True: sizes and strides are expressions of the batch size."""
+    def fn(x):
+        y = x.mean((-1, -2), keepdim=True)
+        n, c = y.shape[0], y.shape[1]
+        return torch.as_strided(y, (n, c, 1, 1), (c, 1, c, c)).flatten(1) * 2
+
+    compiled = ember.compile(fn, dynamic=True)
+    for batch in (2, 3, 5):
+        x = torch.randn(batch, 6, 4, 4)
+        torch.testing.assert_close(compiled(x), fn(x))
+    assert lowered(compiled, "aten.as_strided.default") >= 1 and not fell_back(compiled)
+    assert torch_called(compiled, "aten.as_strided.default") == 0

@@ -85,6 +85,21 @@ def test_compiled_graph_checks_its_inputs():
         c.run([], [])
 
 
+@pytest.mark.parametrize("fused", [False, True])
+def test_slice_of_a_stated_length_is_checked_at_run_time(fused):
+    """A symbolic slice length (x[:, :seq]) is PyTorch's word; a plan still refuses to read past x."""
+    g = _C.Graph()
+    s = g.symbol()
+    x = g.input("f32", [f"s{s}"])
+    (y,) = g.op("slice", [x], {"axis": 0, "start": 1, "length": [f"s{s}"]})
+    if fused:
+        (y,) = g.op("exp", [y])
+    g.set_outputs([y])
+    c = _C.CompiledGraph(g, "default", False)
+    with pytest.raises(ValueError, match="pass the end"):
+        c.run([torch.zeros(5)], [5])
+
+
 def _net_allocated_bytes(fn, *args):
     """What PyTorch's profiler counts as allocated and not freed during fn(*args)."""
     from torch.profiler import ProfilerActivity, profile

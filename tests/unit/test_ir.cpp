@@ -147,6 +147,17 @@ TEST_CASE("shape inference with symbolic dims", "[ir][symbolic]") {
   CHECK(infer(Op::Conv2d, {T(DType::Float32, {s0, Dim(3), Dim(8), Dim(8)}), T(DType::Float32, {Dim(4), Dim(3), Dim(3), Dim(3)})},
               {{"padding", std::vector<int64_t>{1, 1}}}).shape == Shape{s0, Dim(4), Dim(8), Dim(8)});
   CHECK(infer(Op::Slice, {T(DType::Float32, {s0})}, {{"axis", int64_t{0}}, {"start", int64_t{1}}}).shape == Shape{s0 - Dim(1)});
+  // x[:, :s1] of a static dim, and x[:, 2:3] of a symbolic one: a stated length
+  CHECK(infer(Op::Slice, {T(DType::Float32, {Dim(2), Dim(64)})}, {{"axis", int64_t{1}}, {"length", Shape{s1}}}).shape ==
+        Shape{Dim(2), s1});
+  CHECK(infer(Op::Slice, {T(DType::Float32, {s0})}, {{"axis", int64_t{0}}, {"start", int64_t{2}}, {"length", Shape{Dim(1)}}})
+            .shape == Shape{Dim(1)});
+  CHECK_THROWS_AS(infer(Op::Slice, {T(DType::Float32, {Dim(4)})}, {{"axis", int64_t{0}}, {"start", int64_t{2}},
+                                                                   {"step", int64_t{2}}, {"length", Shape{Dim(2)}}}),
+                  Error);
+  CHECK_THROWS_AS(infer(Op::Slice, {T(DType::Float32, {s0})}, {{"axis", int64_t{0}}, {"end", int64_t{3}},
+                                                              {"length", Shape{Dim(3)}}}),
+                  Error);
 }
 
 TEST_CASE("inference errors name the op and the values", "[ir][errors]") {

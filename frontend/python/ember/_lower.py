@@ -335,20 +335,34 @@ def _slice(cx, x, dim=0, start=None, end=None, step=1):
     size = x.shape[dim]
     start = 0 if start is None else start
     end = (2 ** 63 - 1) if end is None else end
+    length = cx.shape([cx.node.meta["val"].shape[dim]])
+    if step == 1 and length[0] == size:  # all of it (x[:, -7:] of a dim PyTorch knows is <= 7)
+        return x
+    if (not isinstance(end, int) or not isinstance(size, int)) and isinstance(start, int) and start >= 0 \
+            and isinstance(step, int):
+        # x[:, :seq] with a symbolic seq, or x[:, :4] of a symbolic dim: the result's length is
+        # PyTorch's (its guards hold it), and the plan checks that it stays inside x.
+        return cx.op("slice", [x], {"axis": dim, "start": start, "step": step, "length": length})
     for v in (start, end, step):
         if not isinstance(v, int):
             raise Unsupported("slice bounds that are sizes")
     if start == 0 and end >= (size if isinstance(size, int) else 2 ** 62) and step == 1:
         return x
-    return cx.op("slice", [x], {"axis": dim, "start": start, "end": min(end, 2 ** 62), "step": step})
+    attrs = {"axis": dim, "start": start, "step": step}
+    if end < 2 ** 62:  # else to the end, which ember's slice also knows for a symbolic dim
+        attrs["end"] = end
+    return cx.op("slice", [x], attrs)
 
 
 @lowering("aten.select.int")
 def _select(cx, x, dim, index):
     if not isinstance(index, int):
         raise Unsupported("select by a size")
-    end = index + 1 if index != -1 else 2 ** 62
-    return cx.op("squeeze", [cx.op("slice", [x], {"axis": dim, "start": index, "end": end})], {"axes": [dim]})
+    if index >= 0:  # the plan checks that it is inside x (a symbolic dim)
+        part = cx.op("slice", [x], {"axis": dim, "start": index, "length": [1]})
+    else:  # -1 runs to the end
+        part = cx.op("slice", [x], {"axis": dim, "start": index, **({"end": index + 1} if index < -1 else {})})
+    return cx.op("squeeze", [part], {"axes": [dim]})
 
 
 # as_strided reads memory, not values. _translate lets it through only when the input owns its
@@ -357,63 +371,85 @@ def _select(cx, x, dim, index):
 # densely (a reshape under another name, as AOTAutograd writes some views); other strides are a
 # torch call, which gets the input in eager's strides (_torch_calls._in_layout).
 
+def sized(v):
+    """(value, hint) of a size: an int, a SymInt or an FX node of one. The value is an int or a
+    sympy expression over the graph's symbols; the hint is its value in the example inputs."""
+    if isinstance(v, torch.fx.Node):
+        v = v.meta["val"]
+    if isinstance(v, torch.SymInt):
+        return v.node.expr, v.node.hint
+    return int(v), int(v)
+
+
+def _equal(a, b):
+    return sympy.expand(a - b) == 0
+
+
 def dense_order(sizes, strides, numel):
-    """The dims from outermost to innermost when (sizes, strides) cover 0..numel-1 once each;
-    else None. Dims of size 1 come last (their stride is arbitrary)."""
-    if not all(isinstance(v, int) for v in list(sizes) + list(strides)):
-        return None
-    order = sorted((d for d in range(len(sizes)) if sizes[d] != 1), key=lambda d: -strides[d])
+    """The dims from outermost to innermost when (sizes, strides), pairs from sized(), cover
+    0..numel-1 once each; else None. Dims of size 1 come last (their stride is arbitrary).
+    Symbolic strides are ordered by their hints and checked as expressions."""
+    order = sorted((d for d in range(len(sizes)) if sizes[d][0] != 1), key=lambda d: -strides[d][1])
     expected = 1
     for d in reversed(order):
-        if strides[d] != expected:
+        if not _equal(strides[d][0], expected):
             return None
-        expected *= sizes[d]
-    if expected != numel:
+        expected *= sizes[d][0]
+    if not _equal(expected, numel):
         return None
-    return order + [d for d in range(len(sizes)) if sizes[d] == 1]
+    return order + [d for d in range(len(sizes)) if sizes[d][0] == 1]
+
+
+def _numel(sizes):
+    return math.prod(s[0] for s in sizes)
 
 
 def _memory(cx, x, sizes, strides):
     """x's elements in the order eager keeps them in memory (by `strides`), as one dim."""
-    numel = math.prod(sizes)
-    order = dense_order(sizes, strides, numel)
+    order = dense_order(sizes, strides, _numel(sizes))
     if order is None:
         raise Unsupported("as_strided of a value that is not dense")
     if order != list(range(len(order))):
         x = cx.op("permute", [x], {"dims": order})
-    return cx.op("reshape", [x], {"shape": [numel]})
+    return cx.op("reshape", [x], {"shape": cx.shape([_numel(sizes)])})
 
 
 def _from_memory(cx, flat, sizes, strides):
     """The inverse of _memory: the tensor of `sizes` whose memory by `strides` is `flat`."""
-    order = dense_order(sizes, strides, math.prod(sizes))
+    order = dense_order(sizes, strides, _numel(sizes))
     if order is None:
         raise Unsupported("as_strided that is not a dense view of all of its input")
-    y = cx.op("reshape", [flat], {"shape": [sizes[d] for d in order]})
+    y = cx.op("reshape", [flat], {"shape": cx.shape([sizes[d][0] for d in order])})
     inverse = [order.index(d) for d in range(len(order))]
     return y if inverse == list(range(len(order))) else cx.op("permute", [y], {"dims": inverse})
 
 
-def _layout(node):
-    meta = node.meta["val"]
-    return list(meta.shape), list(meta.stride())
+def _strided_view(cx):
+    """(input sizes, input strides, view sizes, view strides) of an as_strided(_scatter) node,
+    as pairs from sized(), when the view reads all of the input's memory from its start."""
+    node = cx.node
+    meta = node.args[0].meta["val"]
+    view = node.args[2:] if node.target is torch.ops.aten.as_strided_scatter.default else node.args[1:]
+    size, stride = view[0], view[1]
+    offset = view[2] if len(view) > 2 else node.kwargs.get("storage_offset")
+    sizes, strides = [sized(v) for v in meta.shape], [sized(v) for v in meta.stride()]
+    view_sizes, view_strides = [sized(v) for v in size], [sized(v) for v in stride]
+    if (offset is not None and sized(offset)[0] != 0) or not _equal(_numel(view_sizes), _numel(sizes)):
+        raise Unsupported("as_strided that is not a view of all of its input")
+    return sizes, strides, view_sizes, view_strides
 
 
 @lowering("aten.as_strided.default")
 def _as_strided(cx, x, size, stride, storage_offset=None):
-    sizes, strides = _layout(cx.node.args[0])
-    if storage_offset not in (None, 0) or math.prod(size) != math.prod(sizes):
-        raise Unsupported("as_strided that is not a view of all of its input")
-    return _from_memory(cx, _memory(cx, x, sizes, strides), list(size), list(stride))
+    sizes, strides, view_sizes, view_strides = _strided_view(cx)
+    return _from_memory(cx, _memory(cx, x, sizes, strides), view_sizes, view_strides)
 
 
 @lowering("aten.as_strided_scatter.default")
 def _as_strided_scatter(cx, base, src, size, stride, storage_offset=None):
     """When the view covers all of base, the result is src laid out in base's memory."""
-    sizes, strides = _layout(cx.node.args[0])
-    if storage_offset not in (None, 0) or math.prod(size) != math.prod(sizes):
-        raise Unsupported("as_strided_scatter that is not a view of all of its input")
-    return _from_memory(cx, _memory(cx, src, list(size), list(stride)), sizes, strides)
+    sizes, strides, view_sizes, view_strides = _strided_view(cx)
+    return _from_memory(cx, _memory(cx, src, view_sizes, view_strides), sizes, strides)
 
 
 @lowering("aten.cat.default")

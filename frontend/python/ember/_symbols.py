@@ -9,6 +9,8 @@ import math
 import sympy
 import torch
 
+from . import _C
+
 
 class Unsupported(Exception):
     """What the translation cannot express; the graph (or node) runs on PyTorch instead."""
@@ -58,7 +60,8 @@ class Symbols:
         expr = sympy.expand(expr)
         if expr.is_Integer:
             return int(expr)
-        return self._text(expr)
+        # ember's own spelling: shapes are compared as text ("4*s0", not "(4)*(s0)").
+        return _C.canonical_dim(self._text(expr))
 
     def shape(self, sizes):
         return [self.dim(s) for s in sizes]

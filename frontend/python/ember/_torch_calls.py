@@ -23,8 +23,9 @@ class Call:
         self.layouts = layouts  # per tensor input: the strides eager gives it, or None
 
     def run(self, inputs, outputs):
-        tensors = [_in_layout(_from_dlpack(a.__dlpack__()), s) for a, s in zip(inputs, self.layouts)]
         values = getattr(_state, "symbol_values", None)
+        tensors = [_in_layout(_from_dlpack(a.__dlpack__()), s(values) if isinstance(s, Strides) else s)
+                   for a, s in zip(inputs, self.layouts)]
         args = _fill(self.args, tensors, self.symbols, values)
         kwargs = _fill(self.kwargs, tensors, self.symbols, values)
         result = self.target(*args, **kwargs)
@@ -40,6 +41,16 @@ class Call:
                 raise RuntimeError(f"[torch] {self.target} returned {src.dtype}{list(src.shape)}, "
                                    f"the graph expects {out.dtype}{list(out.shape)}")
             out.copy_(src)
+
+
+class Strides:
+    """Strides that depend on a call's symbol values: ints and functions of the values."""
+
+    def __init__(self, parts):
+        self.parts = parts
+
+    def __call__(self, values):
+        return tuple(p if isinstance(p, int) else p(values) for p in self.parts)
 
 
 def _in_layout(t, strides):

@@ -5,6 +5,7 @@ node an ember op through its lowering (_lower.py), or a torch call when there is
 declines the case. Every lowered node is checked against the dtype and shape PyTorch's meta
 says it has; a mismatch also makes it a torch call. get_attr tensors are inputs bound once.
 """
+import math
 import operator
 import os
 import time
@@ -15,7 +16,7 @@ import sympy
 import torch
 
 from . import _C, _torch_calls
-from ._lower import LOWERINGS, ember_dtype, torch_dtype_of
+from ._lower import LOWERINGS, dense_order, ember_dtype, sized, torch_dtype_of
 from ._symbols import FloatSize, NonPolynomialSize, Symbols, Unsupported, input_size_symbols
 
 
@@ -279,7 +280,7 @@ class CompiledFx:
                 if isinstance(v, FloatSize):
                     raise Unsupported("a torch call with a SymFloat argument")
                 tensors.append(v)
-                layouts.append(_eager_strides(a))
+                layouts.append(self._layout_of(a))
                 return _torch_calls.TensorArg(len(tensors) - 1)
             if isinstance(a, (list, tuple)):
                 return type(a)(template(x) for x in a)
@@ -305,6 +306,17 @@ class CompiledFx:
         self.torch_call_ops[str(target)] = self.torch_call_ops.get(str(target), 0) + 1
         values = [next(outs) if m is not None else None for m in metas]
         return values if isinstance(val, (list, tuple)) else values[0]
+
+    def _layout_of(self, node):
+        """Eager's strides of a torch call's input: a tuple, a _torch_calls.Strides of this
+        call's symbol values, or None when unknown (then the input keeps ember's layout)."""
+        strides = _eager_strides(node)
+        if strides is None or all(isinstance(s, int) for s in strides):
+            return strides
+        known = set(self.symbols.ids)
+        if not all(s.free_symbols <= known for s in strides if not isinstance(s, int)):
+            return None
+        return _torch_calls.Strides([s if isinstance(s, int) else self.symbols.value_function(s) for s in strides])
 
     def _size_arg(self, expr):
         """A size argument of a torch call: each of its symbols must be bound by the inputs (an
@@ -442,24 +454,28 @@ def _tensor_outputs_among(gm, count):
 
 def _owns_storage(node):
     """Whether eager's storage of this value is exactly its elements: made inside the graph (a
-    graph input may be a view into more memory), at offset 0, dense, static."""
+    graph input may be a view into more memory), at offset 0, dense."""
     val = node.meta.get("val") if isinstance(node, torch.fx.Node) and node.op == "call_function" else None
     if not isinstance(val, torch.Tensor) or _eager_strides(node) is None:
         return False
-    nbytes = val.untyped_storage().nbytes()
-    return val.storage_offset() == 0 and isinstance(nbytes, int) and nbytes == val.numel() * val.element_size()
+    numel = math.prod(sized(s)[0] for s in val.shape)
+    nbytes = sized(val.untyped_storage().nbytes())[0]
+    return sized(val.storage_offset())[0] == 0 and sympy.expand(nbytes - numel * val.element_size()) == 0
 
 
 def _eager_strides(node):
-    """The strides PyTorch gives this value, when they are static and describe a dense layout
-    without overlap (so that a copy can have them); else None."""
+    """The strides PyTorch gives this value (ints, or sympy expressions of the symbols) when they
+    describe a dense layout without overlap (so that a copy can have them); else None."""
     val = node.meta.get("val")
     if not isinstance(val, torch.Tensor):
         return None
     strides = val.stride()
-    if not all(isinstance(s, int) for s in strides) or not all(isinstance(s, int) for s in val.shape):
+    if all(isinstance(s, int) for s in strides) and all(isinstance(s, int) for s in val.shape):
+        return tuple(strides) if torch._prims_common.is_non_overlapping_and_dense_or_false(val) else None
+    sizes, strides = [sized(s) for s in val.shape], [sized(s) for s in strides]
+    if dense_order(sizes, strides, math.prod(s[0] for s in sizes)) is None:
         return None
-    return tuple(strides) if torch._prims_common.is_non_overlapping_and_dense_or_false(val) else None
+    return tuple(s[0] for s in strides)
 
 
 def _is_view_node(node):

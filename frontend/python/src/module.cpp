@@ -7,6 +7,7 @@
 #include "graph.h"
 #include "tensors.h"
 #include "ir/error.h"
+#include "ir/symbolic.h"
 #include "modes/mode.h"
 #include "torch_calls.h"
 
@@ -56,4 +57,12 @@ PYBIND11_MODULE(_C, m) {
   ep::register_torch_calls(m);
   ep::register_tensors(m);
   m.def("mode_names", &ember::mode_names);
+  m.def(
+      "canonical_dim",
+      [](const std::string& text) -> pybind11::object {
+        ember::Dim d = ember::parse_dim(text);
+        if (d.is_static()) return pybind11::int_(d.value());
+        return pybind11::str(d.str());
+      },
+      pybind11::arg("text"), "A dim's text as ember writes it (shapes compare as text), or its int.");
 }
