@@ -389,6 +389,8 @@ def dense_order(sizes, strides, numel):
     """The dims from outermost to innermost when (sizes, strides), pairs from sized(), cover
     0..numel-1 once each; else None. Dims of size 1 come last (their stride is arbitrary).
     Symbolic strides are ordered by their hints and checked as expressions."""
+    if any(s[1] is None for s in strides):  # an unbacked size (after .item()): no order known
+        return None
     order = sorted((d for d in range(len(sizes)) if sizes[d][0] != 1), key=lambda d: -strides[d][1])
     expected = 1
     for d in reversed(order):
