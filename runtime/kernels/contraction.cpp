@@ -299,19 +299,18 @@ Array pool(const Call& call) {
   for (int64_t p = 0; p < planes; ++p) {
     for (int64_t oh = 0; oh < OH; ++oh)
       for (int64_t ow = 0; ow < OW; ++ow) {
-        int64_t h0, h1, w0, w1;
+        int64_t h0, w0, taps_h = kernel[0], taps_w = kernel[1];  // window start and taps (dil apart)
         if (adaptive) {
-          h0 = (oh * H) / OH; h1 = ((oh + 1) * H + OH - 1) / OH;
-          w0 = (ow * W) / OW; w1 = ((ow + 1) * W + OW - 1) / OW;
+          h0 = (oh * H) / OH; taps_h = ((oh + 1) * H + OH - 1) / OH - h0;
+          w0 = (ow * W) / OW; taps_w = ((ow + 1) * W + OW - 1) / OW - w0;
         } else {
           h0 = oh * stride[0] - pad[0]; w0 = ow * stride[1] - pad[1];
-          h1 = h0 + (kernel[0] - 1) * dil[0] + 1; w1 = w0 + (kernel[1] - 1) * dil[1] + 1;
         }
         double acc = is_max ? -std::numeric_limits<double>::infinity() : 0.0;
         int64_t acc_i = std::numeric_limits<int64_t>::min(), count = 0;
         bool nan = false;
-        auto [kh0, kh1] = valid_taps(h0, (h1 - h0 + dil[0] - 1) / dil[0], dil[0], H);
-        auto [kw0, kw1] = valid_taps(w0, (w1 - w0 + dil[1] - 1) / dil[1], dil[1], W);
+        auto [kh0, kh1] = valid_taps(h0, taps_h, dil[0], H);
+        auto [kw0, kw1] = valid_taps(w0, taps_w, dil[1], W);
         for (int64_t ih = h0 + kh0 * dil[0]; ih < h0 + kh1 * dil[0]; ih += dil[0])
           for (int64_t iw = w0 + kw0 * dil[1]; iw < w0 + kw1 * dil[1]; iw += dil[1]) {
             int64_t off = strided_offset(p * H * W + ih * W + iw, x.shape(), x.strides());
