@@ -337,6 +337,36 @@ def test_maximum_is_lowered():
     assert not report_of(compiled).torch_call_ops()
 
 
+_ANY_ALL_INPUTS = [
+    torch.tensor([[0.0, float("nan"), 0.0], [0.0, -0.0, 0.0]]),  # NaN is true, -0.0 is false
+    torch.randn(3, 0),  # over no elements: any is False, all is True
+    torch.tensor([[True, False], [True, True]]),
+    torch.tensor([[1, 0, 3], [2, 2, 2]], dtype=torch.int32),
+]
+
+
+@pytest.mark.parametrize("fn", [lambda x: x.any(), lambda x: x.all(), lambda x: x.any(0),
+                                lambda x: x.all(-1, keepdim=True), lambda x: torch.any(x, dim=(0, 1))],
+                         ids=["any", "all", "any_dim", "all_keepdim", "any_dims"])
+@pytest.mark.parametrize("x", _ANY_ALL_INPUTS, ids=["nan", "empty", "bool", "int"])
+def test_any_and_all_are_lowered(fn, x):
+    expected, actual, compiled = run_both(fn, x)
+    assert_same(actual, expected)
+    assert not report_of(compiled).torch_call_ops()
+
+
+def test_an_op_run_only_for_its_effect_keeps_the_graph_and_raises_as_eager():
+    """one_hot checks its indices with aten._assert_async, which returns nothing: the whole graph
+    fell back to PyTorch. It is now a torch call the plan keeps, and raises as eager does."""
+    fn = lambda i: F.one_hot(i, 4) * 3  # noqa: E731
+    expected, actual, compiled = run_both(fn, torch.tensor([0, 2, 2, 1]))
+    assert_same(actual, expected)
+    no_fallback(compiled)
+    for bad in (torch.tensor([0, 4]), torch.tensor([-1, 2])):
+        with pytest.raises(RuntimeError, match="num_classes|non-negative"):
+            compiled(bad)
+
+
 # --- cases expected to break that hold ---------------------------------------------------------
 
 def test_integer_floor_division_and_remainder_with_negatives():

@@ -4,6 +4,7 @@ import functools
 import torch
 
 from . import _report
+from ._C import Tensor as _EmberTensor
 from .dynamo import check_settings, make_backend
 
 
@@ -56,13 +57,13 @@ class CompiledFunction:
 
 def _has_ember_tensor(args, kwargs):
     """Whether a call passes an ember tensor; a plain loop (this runs on every call)."""
-    from ._C import Tensor
     for a in args:
-        if isinstance(a, Tensor):
+        if isinstance(a, _EmberTensor):
             return True
-    for v in kwargs.values():
-        if isinstance(v, Tensor):
-            return True
+    if kwargs:
+        for v in kwargs.values():
+            if isinstance(v, _EmberTensor):
+                return True
     return False
 
 

@@ -515,6 +515,18 @@ def _reduce_all(cx, x, dtype=None):
     return _reduce(cx.target_name.split(".")[1])(cx, x, None, False, dtype)
 
 
+@lowering("aten.any.default", "aten.any.dim", "aten.any.dims", "aten.all.default", "aten.all.dim", "aten.all.dims")
+def _any_all(cx, x, dim=None, keepdim=False):
+    """any: some element is non-zero (NaN counts); all: none is zero. As counts, so that a
+    reduction over no elements gives eager's answers (False and True) and any dtype works."""
+    if x.dtype == "u8":
+        raise Unsupported("any/all of uint8 (eager returns uint8)")
+    want_any = cx.target_name.startswith("aten.any")
+    hits = _elementwise("ne" if want_any else "eq")(cx, x, 0)
+    count = cx.op("sum", [cx.op("cast", [hits], {"dtype": "i64"})], {"axes": _axes(dim, len(x.shape)), "keepdim": keepdim})
+    return _elementwise("gt" if want_any else "eq")(cx, count, 0)
+
+
 @lowering("aten.var.correction", "aten.std.correction")
 def _var(cx, x, dim=None, correction=None, keepdim=False):
     name = "var" if "var" in cx.target_name else "std"

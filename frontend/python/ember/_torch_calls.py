@@ -18,9 +18,10 @@ class Call:
     """One ATen op with its arguments: tensors by position in the node's inputs, sizes as sympy
     expressions over the graph's symbols, everything else as it was."""
 
-    def __init__(self, target, args, kwargs, symbols, layouts):
+    def __init__(self, target, args, kwargs, symbols, layouts, effect_only=False):
         self.target, self.args, self.kwargs, self.symbols = target, args, kwargs, symbols
         self.layouts = layouts  # per tensor input: the strides eager gives it, or None
+        self.effect_only = effect_only  # returns nothing; its one output is an empty placeholder
 
     def run(self, inputs, outputs):
         values = getattr(_state, "symbol_values", None)
@@ -29,6 +30,8 @@ class Call:
         args = _fill(self.args, tensors, self.symbols, values)
         kwargs = _fill(self.kwargs, tensors, self.symbols, values)
         result = self.target(*args, **kwargs)
+        if self.effect_only:
+            return
         results = [r for r in (result if isinstance(result, (tuple, list)) else [result])
                    if isinstance(r, torch.Tensor)]
         if len(results) != len(outputs):

@@ -294,16 +294,23 @@ class CompiledFx:
         kwargs = {k: template(v) for k, v in node.kwargs.items()}
         metas = _meta_types(val)
         out_types = [(ember_dtype(m[0]), self.symbols.shape(m[1])) for m in metas if m is not None]
-        if not out_types:
+        effect_only = not out_types and not target._schema.returns
+        if effect_only:
+            # Run for its effect alone (a runtime assert, such as one_hot's check of its
+            # indices): an impure call, so the plan keeps it, with an empty placeholder output.
+            out_types = [("bool", [0])]
+        elif not out_types:
             raise Unsupported(f"{target} returns no tensor")
-        pure = not (torch.Tag.nondeterministic_seeded in target.tags)
+        pure = not effect_only and torch.Tag.nondeterministic_seeded not in target.tags
         if target.is_view:
             self.torch_call_views.add(node)
-        call = _torch_calls.Call(target, args, kwargs, self.symbols, layouts)
+        call = _torch_calls.Call(target, args, kwargs, self.symbols, layouts, effect_only)
         cid = _torch_calls.register(call)
         self.torch_calls.append(cid)
         outs = iter(self.graph.torch_call(cid, pure, tensors, out_types))
         self.torch_call_ops[str(target)] = self.torch_call_ops.get(str(target), 0) + 1
+        if effect_only:
+            return None
         values = [next(outs) if m is not None else None for m in metas]
         return values if isinstance(val, (list, tuple)) else values[0]
 
