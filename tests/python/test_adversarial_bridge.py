@@ -367,6 +367,17 @@ def test_an_op_run_only_for_its_effect_keeps_the_graph_and_raises_as_eager():
             compiled(bad)
 
 
+def test_double_backward_raises_as_torch_compile_does_instead_of_losing_the_input():
+    """AOTAutograd keeps the history of a saved input by the tensor's identity. ember returned a
+    new tensor over the input's memory, so a second derivative found no path to the input and,
+    with allow_unused=True, came out as None: silently wrong. Now it raises as torch.compile."""
+    x = torch.randn(5, requires_grad=True)
+    compiled = ember.compile(lambda t: (t.sin() * t).sum())
+    (grad,) = torch.autograd.grad(compiled(x), x, create_graph=True)
+    with pytest.raises(RuntimeError, match="double backward"):
+        torch.autograd.grad(grad.sum(), x, allow_unused=True)
+
+
 # --- cases expected to break that hold ---------------------------------------------------------
 
 def test_integer_floor_division_and_remainder_with_negatives():

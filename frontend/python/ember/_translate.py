@@ -127,6 +127,8 @@ class CompiledFx:
         self.lowered_ops = {}
         self.torch_call_views = set()  # FX nodes of view ops that run as torch calls (copies)
         self.outputs = None       # per FX output: ("ember", k) / ("size", expr) / ("value", v)
+        self.returned_inputs = []  # (k, i): ember output k is the call's tensor argument i itself
+        self.placeholders = {}    # FX placeholder -> its index in the call's args
         cx = Context(self.graph, self.symbols, self._size_input)
         try:
             for node in gm.graph.nodes:
@@ -175,7 +177,8 @@ class CompiledFx:
 
     def _placeholder(self, node):
         val = node.meta.get("val")
-        index = sum(1 for n in self.env if n.op == "placeholder")
+        index = len(self.placeholders)
+        self.placeholders[node] = index
         if isinstance(val, torch.Tensor):
             for d, size in enumerate(val.shape):
                 self.symbols.bind(size, ("size", index, d))
@@ -353,6 +356,8 @@ class CompiledFx:
             elif isinstance(v, tuple) and len(v) == 2 and v[0] == "runtime":
                 self.outputs.append(("runtime", v[1]))
             else:
+                if isinstance(r, torch.fx.Node) and r.op == "placeholder":
+                    self.returned_inputs.append((len(ember_outs), self.placeholders[r]))
                 self.outputs.append(("ember", len(ember_outs)))
                 ember_outs.append(v)
         self.graph.set_outputs(ember_outs)
@@ -385,6 +390,11 @@ class CompiledFx:
         for k in unshare:  # views of inputs in eager, sharing something else in ember
             if isinstance(self.view_roots[k], tuple):
                 tensors[k] = tensors[k].clone()
+        # An input returned as it is: the caller's tensor object, as in eager. AOTAutograd links
+        # the autograd history of saved inputs by identity; a new tensor over the same memory
+        # has none, and a double backward through it found no path to the input (None).
+        for k, i in self.returned_inputs:
+            tensors[k] = args[i]
         if self.outputs_are_tensors:  # the common case: the graph's outputs are its tensors, in order
             return tensors
         out = []
