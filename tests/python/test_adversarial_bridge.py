@@ -378,6 +378,24 @@ def test_double_backward_raises_as_torch_compile_does_instead_of_losing_the_inpu
         torch.autograd.grad(grad.sum(), x, allow_unused=True)
 
 
+@pytest.mark.parametrize("use", [lambda t: t.resize_(8), lambda t: t.untyped_storage().resize_(0),
+                                 lambda t: torch.add(torch.ones(6), 1, out=t)],
+                         ids=["resize_", "storage_resize_0", "out_that_grows"])
+@pytest.mark.parametrize("numel", [4, 0])
+def test_outputs_have_resizable_storage_as_eager(use, numel):
+    """Outputs imported through DLPack have storage PyTorch cannot resize: resize_, an out=
+    argument that grows, or freeing with untyped_storage().resize_(0) raised on them."""
+    compiled = ember.compile(lambda x: x * 2)
+    out = compiled(torch.randn(numel))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # out= resizing warns in eager too
+        use(out)
+    x = torch.randn(3)
+    y = compiled(x)
+    y.resize_(5)
+    assert torch.equal(y[:3], x * 2)
+
+
 # --- cases expected to break that hold ---------------------------------------------------------
 
 def test_integer_floor_division_and_remainder_with_negatives():

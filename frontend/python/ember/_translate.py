@@ -87,11 +87,33 @@ def _torch_output_limit():
 _TORCH_OUTPUT_MAX = _torch_output_limit()
 
 
-def _torch_storages(sizes):
+class _TorchStorages:
     """The memory of a plan's outputs, from PyTorch's allocator: its statistics and profiler
-    see what the user holds, as they would in eager. Larger ones (None) come from ember's."""
-    return [to_dlpack(torch.empty(n, dtype=torch.uint8, device="cpu")) if n <= _TORCH_OUTPUT_MAX else None
-            for n in sizes]
+    see what the user holds, as they would in eager. Larger ones (None) come from ember's.
+    It keeps the buffers it made, so that the outputs can be handed out on their storages
+    (on_torch_storage)."""
+
+    def __init__(self):
+        self.buffers = []
+
+    def __call__(self, sizes):
+        made = [torch.empty(n, dtype=torch.uint8, device="cpu") if n <= _TORCH_OUTPUT_MAX else None for n in sizes]
+        self.buffers.extend(b for b in made if b is not None)
+        return [None if b is None else to_dlpack(b) for b in made]
+
+    def on_torch_storage(self, t):
+        """`t` (imported through DLPack, so its storage cannot be resized) as a tensor on the
+        PyTorch storage it lies in: resize_, out= arguments that grow and
+        untyped_storage().resize_(0) then work on it as on eager's outputs."""
+        if t.numel() == 0:  # no memory to share: a fresh tensor of PyTorch's
+            return torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device="cpu")
+        p = t.data_ptr()
+        for b in self.buffers:
+            base = b.data_ptr()
+            if base <= p < base + b.numel():
+                return torch.empty(0, dtype=t.dtype, device="cpu").set_(b.untyped_storage(), (p - base) // t.element_size(),
+                                                          t.shape, t.stride())
+        return t
 
 
 _ARG, _CONST, _SIZE = range(3)
@@ -152,7 +174,7 @@ class CompiledFx:
         self.groups = list(self.groups.values())
         # Outputs the caller sees; in a training forward graph the rest are saved for the
         # backward graph, which reads them through any strides: their layout is not rebuilt.
-        visible = _tensor_outputs_among(gm, visible_outputs)
+        visible = self.visible_tensors = _tensor_outputs_among(gm, visible_outputs)
         self.layout_matters = [any(k < visible for k in group) for group in self.groups]
         self.input_sources = [(_SOURCE_KINDS[kind], src) for kind, src in self.inputs]
         self.outputs_are_tensors = [o for o in self.outputs] == [("ember", k) for k in range(len(self.outputs))]
@@ -376,12 +398,15 @@ class CompiledFx:
         values = self.symbols.values(args) if self.symbols.sources else []
         inputs = [to_dlpack(args[src] if kind == _ARG else src if kind == _CONST else src(args, values))
                   for kind, src in self.input_sources]
+        storages = _TorchStorages()
         if self.torch_calls:
             with _torch_calls.symbol_values(values):
-                capsules, shares = self.compiled.run(inputs, values, _torch_storages)
+                capsules, shares = self.compiled.run(inputs, values, storages)
         else:
-            capsules, shares = self.compiled.run(inputs, values, _torch_storages)
+            capsules, shares = self.compiled.run(inputs, values, storages)
         tensors = [from_dlpack(c) for c in capsules]
+        for k in range(self.visible_tensors):  # values saved for a backward graph stay as they are
+            tensors[k] = storages.on_torch_storage(tensors[k])
         # Shared memory where eager's results do not share it: a copy, as PyTorch may mutate one
         # of them (a clone of an input, two equal values that CSE merged).
         unshare = {k for k, share in enumerate(shares) if share != -1 and not self._may_share(k, share)}
