@@ -396,6 +396,25 @@ def test_outputs_have_resizable_storage_as_eager(use, numel):
     assert torch.equal(y[:3], x * 2)
 
 
+def test_negative_view_inputs_keep_their_sign():
+    """A negative view holds -x through a flag that DLPack drops (PyTorch's own to_dlpack and
+    NumPy lose it too): ember computed with x."""
+    base = torch.tensor([1.0, 2.0, -3.0])
+
+    def bump(x):
+        x.add_(1)
+        return x * 2
+
+    expected, actual, compiled = run_both(lambda x: x * 2 + 1, base._neg_view())
+    assert_same(actual, expected)
+    eager_base, ember_base = base.clone(), base.clone()
+    expected = bump(eager_base._neg_view())
+    view = ember_base._neg_view()
+    actual = ember.compile(bump)(view)
+    assert_same(actual, expected)
+    assert torch.equal(ember_base, eager_base)  # the mutation reached the base through the flag
+
+
 # --- cases expected to break that hold ---------------------------------------------------------
 
 def test_integer_floor_division_and_remainder_with_negatives():

@@ -140,3 +140,9 @@ def test_outputs_past_the_limit_come_from_ember(monkeypatch):
     assert torch_bytes == small.numel() * 4
     torch.testing.assert_close(large, x * 2)
     torch.testing.assert_close(small, x.sum(0) + 1)
+
+
+def test_a_negative_view_is_imported_with_its_sign():
+    """PyTorch's negative views hold -x through a flag DLPack drops; the import resolves it."""
+    base = torch.tensor([1.0, -2.0])
+    assert torch.equal(torch.from_dlpack(ember.tensor.from_dlpack(base._neg_view())), -base)

@@ -87,6 +87,12 @@ def _torch_output_limit():
 _TORCH_OUTPUT_MAX = _torch_output_limit()
 
 
+def _values_in_memory(t):
+    """`t` with the values it holds in its memory. A negative view (x._neg_view(), the imaginary
+    part of a conjugate) holds -x through a flag that DLPack drops: ember read x."""
+    return t.resolve_neg() if t.is_neg() else t
+
+
 class _TorchStorages:
     """The memory of a plan's outputs, from PyTorch's allocator: its statistics and profiler
     see what the user holds, as they would in eager. Larger ones (None) come from ember's.
@@ -396,7 +402,7 @@ class CompiledFx:
 
     def __call__(self, args):
         values = self.symbols.values(args) if self.symbols.sources else []
-        inputs = [to_dlpack(args[src] if kind == _ARG else src if kind == _CONST else src(args, values))
+        inputs = [to_dlpack(_values_in_memory(args[src]) if kind == _ARG else src if kind == _CONST else src(args, values))
                   for kind, src in self.input_sources]
         storages = _TorchStorages()
         if self.torch_calls:

@@ -16,7 +16,10 @@ Tensor = _C.Tensor
 
 
 def from_dlpack(x):
-    """An ember tensor sharing the memory of a CPU tensor with __dlpack__ (PyTorch, NumPy)."""
+    """An ember tensor sharing the memory of a CPU tensor with __dlpack__ (PyTorch, NumPy). A
+    PyTorch negative view holds -x through a flag DLPack drops: it is resolved into a copy."""
+    if getattr(x, "is_neg", None) is not None and x.is_neg():
+        x = x.resolve_neg()
     return Tensor.from_dlpack(x)
 
 
