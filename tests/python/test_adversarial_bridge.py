@@ -415,6 +415,14 @@ def test_negative_view_inputs_keep_their_sign():
     assert torch.equal(ember_base, eager_base)  # the mutation reached the base through the flag
 
 
+def test_zero_tensor_inputs_are_zeros():
+    """A zero tensor (torch._efficientzerotensor, from some gradients) has no memory: ember read
+    address 0 and crashed the process (torch.compile's Inductor does too)."""
+    zero = torch._efficientzerotensor(3)  # clone() would make memory for it
+    assert zero._is_zerotensor()
+    assert_same(ember.compile(lambda x: x * 2 + 1)(zero), torch.ones(3))
+
+
 # --- cases expected to break that hold ---------------------------------------------------------
 
 def test_integer_floor_division_and_remainder_with_negatives():

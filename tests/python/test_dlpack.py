@@ -146,3 +146,9 @@ def test_a_negative_view_is_imported_with_its_sign():
     """PyTorch's negative views hold -x through a flag DLPack drops; the import resolves it."""
     base = torch.tensor([1.0, -2.0])
     assert torch.equal(torch.from_dlpack(ember.tensor.from_dlpack(base._neg_view())), -base)
+
+
+def test_a_tensor_without_memory_is_a_clear_error():
+    """PyTorch's zero tensors have elements and no memory; importing one read address 0."""
+    with pytest.raises(ValueError, match="no memory"):
+        ember.tensor.from_dlpack(torch._efficientzerotensor(3))

@@ -89,8 +89,13 @@ _TORCH_OUTPUT_MAX = _torch_output_limit()
 
 def _values_in_memory(t):
     """`t` with the values it holds in its memory. A negative view (x._neg_view(), the imaginary
-    part of a conjugate) holds -x through a flag that DLPack drops: ember read x."""
-    return t.resolve_neg() if t.is_neg() else t
+    part of a conjugate) holds -x through a flag that DLPack drops: ember read x. A zero tensor
+    (torch._efficientzerotensor, from some gradients) has no memory at all."""
+    if t.is_neg():
+        return t.resolve_neg()
+    if t._is_zerotensor():
+        return torch.zeros(t.shape, dtype=t.dtype)
+    return t
 
 
 class _TorchStorages:

@@ -66,17 +66,23 @@ Array from_managed(DLManagedTensor* managed) {
     EMBER_THROW(Value, "[dlpack] only CPU tensors can be passed to ember (device type ", t.device.device_type, ")");
   }
   DType dtype;
+  std::vector<int64_t> shape(t.shape, t.shape + t.ndim);
+  std::vector<int64_t> strides = t.strides ? std::vector<int64_t>(t.strides, t.strides + t.ndim)
+                                           : Array::contiguous_strides(shape);
+  size_t nbytes = 0;
   try {
     dtype = dtype_from_dl(t.dtype);
+    nbytes = extent_bytes(shape, strides, itemsize(dtype));
+    // PyTorch's zero tensors (torch._efficientzerotensor, from some gradients) have elements
+    // and no memory: reading them was a segfault.
+    if (t.data == nullptr && nbytes > 0)
+      EMBER_THROW(Value, "[dlpack] a tensor with elements and no memory (a PyTorch zero tensor?): "
+                         "materialize it first");
   } catch (...) {
     release();
     throw;
   }
-  std::vector<int64_t> shape(t.shape, t.shape + t.ndim);
-  std::vector<int64_t> strides = t.strides ? std::vector<int64_t>(t.strides, t.strides + t.ndim)
-                                           : Array::contiguous_strides(shape);
   char* data = static_cast<char*>(t.data) + t.byte_offset;
-  size_t nbytes = extent_bytes(shape, strides, itemsize(dtype));
   auto storage = std::make_shared<Storage>(data, nbytes, release);
   return Array(dtype, std::move(shape), std::move(strides), 0, std::move(storage));
 }
