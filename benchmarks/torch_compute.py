@@ -8,7 +8,7 @@ medians; cold compile per graph from empty caches; accuracy checked before timin
 count the model's multiply-adds as 2 FLOPs. The FMA ceiling is the theoretical one of the
 host's vector unit at its nominal clock, beside the best GEMM rate seen in the run.
 
-Usage: .venv/bin/python benchmarks/torch_compute.py [--threads N] [--only NAME,...]
+Usage: .venv/bin/python benchmarks/torch_compute.py [--threads N] [--only PART,...] (benchmarks whose names contain a part)
 """
 import argparse
 import os
@@ -46,7 +46,7 @@ def main():
             compiled(*inputs)
         print(f"{sum(g.compile_ms for g in report_of(compiled).graphs):.1f}")
         return
-    names = [n for n in benches if not args.only or n in args.only.split(",")]
+    names = [n for n in benches if not args.only or any(part in n for part in args.only.split(","))]
     peak = fma_peak_gflops(args.threads)
     print(f"torch {torch.__version__}, float32, {torch.get_num_threads()} thread(s); FMA ceiling "
           f"{peak:.0f} GFLOP/s ({args.threads} core(s) x {flops_per_cycle():.0f} FLOP/cycle x {nominal_ghz():.2f} GHz)\n")
