@@ -384,7 +384,8 @@ def test_double_backward_raises_as_torch_compile_does_instead_of_losing_the_inpu
 @pytest.mark.parametrize("numel", [4, 0])
 def test_outputs_have_resizable_storage_as_eager(use, numel):
     """Outputs imported through DLPack have storage PyTorch cannot resize: resize_, an out=
-    argument that grows, or freeing with untyped_storage().resize_(0) raised on them."""
+    argument that grows, or freeing with untyped_storage().resize_(0) raised on them. (In the
+    default mode; reduce-overhead's outputs stay imports, see the test below.)"""
     compiled = ember.compile(lambda x: x * 2)
     out = compiled(torch.randn(numel))
     with warnings.catch_warnings():
@@ -421,6 +422,23 @@ def test_zero_tensor_inputs_are_zeros():
     zero = torch._efficientzerotensor(3)  # clone() would make memory for it
     assert zero._is_zerotensor()
     assert_same(ember.compile(lambda x: x * 2 + 1)(zero), torch.ones(3))
+
+
+@pytest.mark.parametrize("mode", ["default", "reduce-overhead", "max-autotune"])
+def test_outputs_the_caller_holds_survive_later_calls(mode):
+    """reduce-overhead's plans reuse a buffer once only the plan holds it. When outputs were moved
+    onto their PyTorch storages, the plan lost sight of the caller's hold and the next call
+    overwrote the first call's output (a view of it too)."""
+    compiled = ember.compile(lambda x: (x * 2).sin() + 1, mode=mode)
+    x1, x2 = torch.randn(64), torch.randn(64)
+    first = compiled(x1)
+    kept = first.clone()
+    view = compiled(x2)[8:]
+    kept_view = view.clone()
+    for x in (x2, x1, x2):
+        compiled(x)
+    assert torch.equal(first, kept)
+    assert torch.equal(view, kept_view)
 
 
 # --- cases expected to break that hold ---------------------------------------------------------

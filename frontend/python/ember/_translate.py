@@ -186,6 +186,12 @@ class CompiledFx:
         # Outputs the caller sees; in a training forward graph the rest are saved for the
         # backward graph, which reads them through any strides: their layout is not rebuilt.
         visible = self.visible_tensors = _tensor_outputs_among(gm, visible_outputs)
+        # Outputs can move onto their PyTorch storages only where the plan keeps no buffers from
+        # call to call. reduce-overhead's (and max-autotune's) plans reuse a buffer once nothing
+        # but the plan holds it, which they learn from their own reference to it: the DLPack
+        # import the caller gets is that reference, and without it the next call overwrote the
+        # caller's output.
+        self.outputs_fresh_each_call = mode == "default"
         self.layout_matters = [any(k < visible for k in group) for group in self.groups]
         self.input_sources = [(_SOURCE_KINDS[kind], src) for kind, src in self.inputs]
         self.outputs_are_tensors = [o for o in self.outputs] == [("ember", k) for k in range(len(self.outputs))]
@@ -416,8 +422,9 @@ class CompiledFx:
         else:
             capsules, shares = self.compiled.run(inputs, values, storages)
         tensors = [from_dlpack(c) for c in capsules]
-        for k in range(self.visible_tensors):  # values saved for a backward graph stay as they are
-            tensors[k] = storages.on_torch_storage(tensors[k])
+        if self.outputs_fresh_each_call:  # values saved for a backward graph stay as they are
+            for k in range(self.visible_tensors):
+                tensors[k] = storages.on_torch_storage(tensors[k])
         # Shared memory where eager's results do not share it: a copy, as PyTorch may mutate one
         # of them (a clone of an input, two equal values that CSE merged).
         unshare = {k for k, share in enumerate(shares) if share != -1 and not self._may_share(k, share)}
