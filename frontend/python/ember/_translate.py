@@ -5,6 +5,7 @@ node an ember op through its lowering (_lower.py), or a torch call when there is
 declines the case. Every lowered node is checked against the dtype and shape PyTorch's meta
 says it has; a mismatch also makes it a torch call. get_attr tensors are inputs bound once.
 """
+import bisect
 import math
 import operator
 import os
@@ -101,15 +102,19 @@ def _values_in_memory(t):
 class _TorchStorages:
     """The memory of a plan's outputs, from PyTorch's allocator: its statistics and profiler
     see what the user holds, as they would in eager. Larger ones (None) come from ember's.
-    It keeps the buffers it made, so that the outputs can be handed out on their storages
-    (on_torch_storage)."""
+    It keeps the buffers it made, by address, so that the outputs can be handed out on their
+    storages (on_torch_storage)."""
 
     def __init__(self):
-        self.buffers = []
+        self.buffers = {}  # data address -> the uint8 tensor there
+        self.starts = None  # the addresses in order, once an output starts inside a buffer
 
     def __call__(self, sizes):
         made = [torch.empty(n, dtype=torch.uint8, device="cpu") if n <= _TORCH_OUTPUT_MAX else None for n in sizes]
-        self.buffers.extend(b for b in made if b is not None)
+        for b in made:
+            if b is not None:
+                self.buffers[b.data_ptr()] = b
+        self.starts = None
         return [None if b is None else to_dlpack(b) for b in made]
 
     def on_torch_storage(self, t):
@@ -119,12 +124,18 @@ class _TorchStorages:
         if t.numel() == 0:  # no memory to share: a fresh tensor of PyTorch's
             return torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device="cpu")
         p = t.data_ptr()
-        for b in self.buffers:
-            base = b.data_ptr()
-            if base <= p < base + b.numel():
-                return torch.empty(0, dtype=t.dtype, device="cpu").set_(b.untyped_storage(), (p - base) // t.element_size(),
-                                                          t.shape, t.stride())
-        return t
+        b = self.buffers.get(p)  # an output at the start of its buffer: the common case
+        if b is None and self.buffers:
+            if self.starts is None:
+                self.starts = sorted(self.buffers)
+            i = bisect.bisect_right(self.starts, p) - 1
+            candidate = self.buffers[self.starts[i]] if i >= 0 else None
+            if candidate is not None and p < self.starts[i] + candidate.numel():
+                b = candidate
+        if b is None:
+            return t
+        return torch.empty(0, dtype=t.dtype, device="cpu").set_(b.untyped_storage(), (p - b.data_ptr()) // t.element_size(),
+                                                                t.shape, t.stride())
 
 
 _ARG, _CONST, _SIZE = range(3)
