@@ -141,14 +141,31 @@ class Fuser {
       for (int g : gs)
         for (const Node* m : groups_[g].nodes) push_inputs(m);
     std::unordered_set<const Node*> seen;
-    while (!stack.empty()) {
-      const Node* m = stack.back();
-      stack.pop_back();
-      if (position_[m->id()] < start || !seen.insert(m).second) continue;
+    std::unordered_set<int> expanded;
+    // A node in another group runs when its whole group does: it waits for the inputs of every
+    // member. So a path may go into that group at one member and out at another, and a group
+    // that starts before the set may still wait for it (a scalar count and its division, one
+    // group, around a row group that reads the count and makes the sum divided).
+    auto inputs_reach_set = [&](const Node* m) -> const Node* {
       for (const Value& in : m->inputs()) {
         if (member(in.node)) return m;
         stack.push_back(in.node);
       }
+      return nullptr;
+    };
+    while (!stack.empty()) {
+      const Node* m = stack.back();
+      stack.pop_back();
+      if (!seen.insert(m).second) continue;
+      int h = group_of_[m->id()];
+      // A group that ends before the set cannot wait for it, as no node before it can.
+      if (h >= 0 && position_[groups_[h].nodes.back()->id()] >= start && expanded.insert(h).second) {
+        for (const Node* x : groups_[h].nodes)
+          if (const Node* found = inputs_reach_set(x)) return found;
+        continue;
+      }
+      if (h >= 0 || position_[m->id()] < start) continue;
+      if (const Node* found = inputs_reach_set(m)) return found;
     }
     return nullptr;
   }

@@ -91,6 +91,64 @@ Value fold_pad_into_conv(Graph& g, Node* n) {
   return b.op(Op::Conv2d, inputs, attrs);
 }
 
+// [Note: reshapes above elementwise ops]
+// reshape(f(a, b)) -> f(reshape(a), reshape(b)) when f is elementwise, its value feeds only the
+// reshape, and a and b have its whole shape (or are 0-d): the same values in the same order.
+// Fusion groups nodes over one domain and does not look through views, so
+// `x.exp().view(rows, -1).sum(-1)` was two kernels with the exponentials written between them;
+// with the reshape on x (a view) it is one. It climbs chains of such nodes, and only chains
+// that start at graph inputs, constants or reshapes: there a reshape is a view. A chain that
+// starts at a reduction or a library call is that step's epilogue, which fuses with it over
+// its shape; moved past a reshape it would not (a float16 sum's cast back, a var_mean's division).
+bool feeds_only(const Node* producer, const Node* reader) {
+  for (const Use& u : producer->uses())
+    if (u.user != reader) return false;  // another reader, or a graph output (no user)
+  return !producer->uses().empty();
+}
+
+// Whether e is elementwise over its whole shape, read only by `reader`.
+bool whole_elementwise(const Node* e, const Node* reader) {
+  if (!e->info().is_elementwise() || e->num_outputs() != 1 || !feeds_only(e, reader)) return false;
+  const Shape& shape = e->type().shape;
+  if (shape.empty()) return false;
+  for (const Value& in : e->inputs())
+    if (!in.type().shape.empty() && in.type().shape != shape) return false;  // 0-d broadcasts either way
+  return true;
+}
+
+bool is_reshape(Op op) { return op == Op::Reshape || op == Op::Flatten; }
+
+bool reshape_is_a_view(const Value& v) {
+  Op op = v.node->op;
+  return op == Op::Input || op == Op::Constant || op == Op::Full || is_reshape(op);
+}
+
+// Whether a reshape of v, which only `reader` reads, can move above v's producer and the chain
+// of such producers above it.
+bool hoistable(const Value& v, const Node* reader) {
+  if (!whole_elementwise(v.node, reader)) return false;
+  for (const Value& in : v.node->inputs())
+    if (!in.type().shape.empty() && !hoistable(in, v.node) && !reshape_is_a_view(in)) return false;
+  return true;
+}
+
+// `v` reshaped as `view` reshapes, built just before `view`, moved above the chain that
+// hoistable allows.
+Value reshaped(Graph& g, const Node* view, const Value& v, const Node* reader) {
+  Builder b(g, view);
+  if (!hoistable(v, reader)) return b.op(view->op, {v}, view->attrs);
+  const Node* e = v.node;
+  std::vector<Value> inputs;
+  for (const Value& in : e->inputs())
+    inputs.push_back(in.type().shape.empty() ? in : reshaped(g, view, in, e));
+  return b.op(e->op, inputs, e->attrs);
+}
+
+Value hoist_reshape(Graph& g, Node* n) {
+  if (!is_reshape(n->op) || same_shape(n) || !hoistable(n->inputs()[0], n)) return none;
+  return reshaped(g, n, n->inputs()[0], n);
+}
+
 class Simplify : public Pass {
  public:
   std::string_view name() const override { return "simplify"; }
@@ -100,6 +158,11 @@ class Simplify : public Pass {
     for (Node* n : g.nodes()) {
       if (Value folded = fold_pad_into_conv(g, n); folded.node) {
         g.replace_uses(n, folded);
+        changed = true;
+        continue;
+      }
+      if (Value hoisted = hoist_reshape(g, n); hoisted.node) {
+        g.replace_uses(n, hoisted);
         changed = true;
         continue;
       }

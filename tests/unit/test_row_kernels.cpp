@@ -170,3 +170,48 @@ TEST_CASE("row kernels: softmax stores its exponentials once and scales them", "
     check_close(f(x), softmax(cast(x, DType::Float64), -1), 1.3e-5 * 4, 1.5e-5 * 4);
   }
 }
+
+TEST_CASE("fusion: a node does not join a group that waits, through another group, for its value", "[codegen][fusion]") {
+  // k = c * c is a scalar group; the row group over x reads k (x - sum(x) / k), and
+  // reshape(sum(x)) / k would join k's group through k. No node path leads from sum(x) back to
+  // k, but the row group runs as one step that waits for k: the two steps waited for each other
+  // ("the plan's steps have a cycle").
+  auto f = [](const Tensor& x, const Tensor& c) {
+    Tensor k = c * c;
+    Tensor s = sum(x, {0}, true);
+    Tensor centred = x - s / k;
+    Tensor spread = sum(centred * centred, {0}, true);
+    Tensor ratio = reshape(s, {}) / k;
+    return std::vector<Tensor>{ratio, spread};
+  };
+  Tensor x = uniform({5}, 1), c = full({}, 1.5);
+  auto compiled = compile(f);
+  std::vector<Tensor> got = compiled(x, c), want = f(x, c);
+  check_close(got[0], want[0], 1e-6, 1e-6);
+  check_close(got[1], want[1], 1e-5, 1e-5);
+}
+
+TEST_CASE("fusion: a reshape moves above elementwise nodes of inputs, so they fuse with what reads it",
+          "[codegen][fusion]") {
+  // [Note: reshapes above elementwise ops] in passes/simplify.cpp. Each was two kernels, the
+  // elementwise values written between them.
+  Tensor x = uniform({6, 4, 5}, 1);
+  auto row_sums = [](const Tensor& x) { return sum(reshape(exp(x) * 2.0, {6, 20}), {1}, true); };
+  auto softmax_flat = [](const Tensor& x) { return softmax(flatten(x + 1.0, 1), -1); };
+  for (auto fn : {std::function<Tensor(const Tensor&)>(row_sums), std::function<Tensor(const Tensor&)>(softmax_flat)}) {
+    auto f = compile(fn);
+    check_close(f(x), fn(x), 1e-5, 1e-6);
+    CHECK(f.report().graphs.at(0).kernels == 1);
+  }
+  // Read by another node too, the value stays where it is (moving the reshape would compute it twice).
+  auto shared = [](const Tensor& x) {
+    Tensor e = exp(x);
+    return std::vector<Tensor>{sum(reshape(e, {6, 20}), {1}, true), e * 3.0};
+  };
+  auto fs = compile(shared);
+  std::vector<Tensor> got = fs(x), want = shared(x);
+  check_close(got[0], want[0], 1e-5, 1e-6);
+  check_close(got[1], want[1], 1e-6, 1e-6);
+  const std::string ir = fs.report().graphs.at(0).ir;
+  CHECK(ir.find("exp(") == ir.rfind("exp("));
+}
