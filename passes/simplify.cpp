@@ -1,6 +1,7 @@
 #include "passes/simplify.h"
 
 #include <cmath>
+#include <unordered_map>
 
 #include "ir/builder.h"
 
@@ -123,30 +124,52 @@ bool reshape_is_a_view(const Value& v) {
   return op == Op::Input || op == Op::Constant || op == Op::Full || is_reshape(op);
 }
 
-// Whether a reshape of v, which only `reader` reads, can move above v's producer and the chain
-// of such producers above it.
-bool hoistable(const Value& v, const Node* reader) {
-  if (!whole_elementwise(v.node, reader)) return false;
-  for (const Value& in : v.node->inputs())
-    if (!in.type().shape.empty() && !hoistable(in, v.node) && !reshape_is_a_view(in)) return false;
-  return true;
-}
+// Moves one reshape (or flatten) `view` above the chain hoistable() allows. A node read twice
+// by its reader (x * x) is visited once: by memo, or a chain of squarings would be visited (and
+// built) 2^depth times.
+class ReshapeHoist {
+ public:
+  ReshapeHoist(Graph& g, const Node* view) : g_(g), view_(view) {}
 
-// `v` reshaped as `view` reshapes, built just before `view`, moved above the chain that
-// hoistable allows.
-Value reshaped(Graph& g, const Node* view, const Value& v, const Node* reader) {
-  Builder b(g, view);
-  if (!hoistable(v, reader)) return b.op(view->op, {v}, view->attrs);
-  const Node* e = v.node;
-  std::vector<Value> inputs;
-  for (const Value& in : e->inputs())
-    inputs.push_back(in.type().shape.empty() ? in : reshaped(g, view, in, e));
-  return b.op(e->op, inputs, e->attrs);
-}
+  // Whether a reshape of v, which only `reader` reads, can move above v's producer and the
+  // chain of such producers above it.
+  bool hoistable(const Value& v, const Node* reader) {
+    auto [it, fresh] = hoistable_.try_emplace(v.node, false);
+    if (!fresh) return it->second;
+    bool ok = whole_elementwise(v.node, reader);
+    for (const Value& in : v.node->inputs())
+      if (ok && !in.type().shape.empty() && !hoistable(in, v.node) && !reshape_is_a_view(in)) ok = false;
+    return hoistable_[v.node] = ok;
+  }
+
+  // v reshaped as `view` reshapes, built just before it, moved above the chain hoistable allows.
+  Value reshaped(const Value& v, const Node* reader) {
+    if (auto it = built_.find(v.node); it != built_.end()) return it->second;
+    Builder b(g_, view_);
+    Value out;
+    if (!hoistable(v, reader)) {
+      out = b.op(view_->op, {v}, view_->attrs);
+    } else {
+      std::vector<Value> inputs;
+      for (const Value& in : v.node->inputs())
+        inputs.push_back(in.type().shape.empty() ? in : reshaped(in, v.node));
+      out = b.op(v.node->op, inputs, v.node->attrs);
+    }
+    return built_[v.node] = out;
+  }
+
+ private:
+  Graph& g_;
+  const Node* view_;
+  std::unordered_map<const Node*, bool> hoistable_;
+  std::unordered_map<const Node*, Value> built_;
+};
 
 Value hoist_reshape(Graph& g, Node* n) {
-  if (!is_reshape(n->op) || same_shape(n) || !hoistable(n->inputs()[0], n)) return none;
-  return reshaped(g, n, n->inputs()[0], n);
+  if (!is_reshape(n->op) || same_shape(n)) return none;
+  ReshapeHoist hoist(g, n);
+  if (!hoist.hoistable(n->inputs()[0], n)) return none;
+  return hoist.reshaped(n->inputs()[0], n);
 }
 
 class Simplify : public Pass {

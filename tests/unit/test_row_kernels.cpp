@@ -215,3 +215,18 @@ TEST_CASE("fusion: a reshape moves above elementwise nodes of inputs, so they fu
   const std::string ir = fs.report().graphs.at(0).ir;
   CHECK(ir.find("exp(") == ir.rfind("exp("));
 }
+
+TEST_CASE("fusion: moving a reshape above a chain that reads each value twice visits each node once",
+          "[codegen][fusion]") {
+  // x * x forty times, then a reshape: the chain's nodes were visited, and rebuilt, once per
+  // path through it, 2^40 times.
+  auto squarings = [](const Tensor& x) {
+    Tensor t = x;
+    for (int i = 0; i < 40; ++i) t = t * t;
+    return sum(reshape(t, {12}), {0}, true);
+  };
+  Tensor x = uniform({3, 4}, 1, 0.999, 1.0);
+  auto f = compile(squarings);
+  check_close(f(x), squarings(x), 1e-4, 1e-6);
+  CHECK(f.report().graphs.at(0).kernels == 1);
+}
