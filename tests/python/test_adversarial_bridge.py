@@ -441,6 +441,13 @@ def test_outputs_the_caller_holds_survive_later_calls(mode):
     assert torch.equal(view, kept_view)
 
 
+def test_an_input_returned_twice_is_the_callers_object_both_times():
+    x = torch.randn(3)
+    out = ember.compile(lambda t: (t, t * 1, t))(x)
+    assert out[0] is x and out[2] is x
+    assert_same(out[1], x)
+
+
 # --- cases expected to break that hold ---------------------------------------------------------
 
 def test_integer_floor_division_and_remainder_with_negatives():
