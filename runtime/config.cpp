@@ -1,6 +1,7 @@
 #include "runtime/config.h"
 
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <mutex>
@@ -105,6 +106,8 @@ void warn(const std::string& message) {
 void dump(const std::string& name, const std::string& text) {
   std::string dir = get("EMBER_DUMP_DIR");
   if (!dir.empty()) {
+    std::error_code ignored;  // a directory that cannot be made fails the write below, which says so
+    std::filesystem::create_directories(dir, ignored);
     std::ofstream out(dir + "/" + name);
     if (out << text) return;
     warn("could not write dump " + dir + "/" + name + "; printing it instead");

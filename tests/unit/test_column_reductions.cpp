@@ -54,7 +54,7 @@ int passes_over_input(const std::vector<int64_t>& shape, const std::vector<int64
 
 }  // namespace
 
-TEST_CASE("KernelSpec: a column kernel's header round-trips; a column kernel has rank 2 or more", "[codegen][spec]") {
+TEST_CASE("KernelSpec: a column kernel's header round-trips, a column kernel has rank 2 or more", "[codegen][spec]") {
   const char* text = R"(kernel rank=2 columns {
   %0 = load in0 : f32[*, *]
   %1 = sum(%0) {axes=[0], keepdim=true} : f32 compute=f32
@@ -132,7 +132,7 @@ TEST_CASE("column reductions: strided inputs, float64, float16, NaN, and empty c
   }
 }
 
-TEST_CASE("column groups: prologue and epilogue fuse; a batch norm's statistics are two kernels",
+TEST_CASE("column groups: prologue and epilogue fuse, a batch norm's statistics are two kernels",
           "[codegen][reductions][fusion]") {
   // A bias gradient after an elementwise prologue: one kernel.
   auto bias_grad = [](const Tensor& g, const Tensor& x) { return sum(g * (x > 0.5).to(DType::Float32), {0}); };
@@ -161,7 +161,7 @@ TEST_CASE("column groups: prologue and epilogue fuse; a batch norm's statistics 
   CHECK(s.report().graphs.at(0).kernels == 2);
 }
 
-TEST_CASE("split-reductions: row and column reductions between reshapes; nothing without code generation",
+TEST_CASE("split-reductions: row and column reductions between reshapes, nothing without code generation",
           "[passes][reductions]") {
   auto build = [](Graph& g) {
     Node* x = g.add_input({DType::Float32, {Dim(4), Dim(8), Dim(5), Dim(6)}});

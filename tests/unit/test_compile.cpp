@@ -56,7 +56,7 @@ TEST_CASE("a compiled MLP equals eager in every mode, and replays without tracin
   }
 }
 
-TEST_CASE("a data-dependent branch breaks the graph; the report names the line", "[compile][breaks]") {
+TEST_CASE("a data-dependent branch breaks the graph, the report names the line", "[compile][breaks]") {
   int line = 0;
   auto body = [&](const Tensor& x) {
     Tensor s = sum(x);
@@ -172,7 +172,7 @@ TEST_CASE("guards: dtype, rank, layout and non-tensor arguments", "[compile][gua
   CHECK(f.report().recompiles.back().guard == "input 0 rank: 2 -> 3");
 }
 
-TEST_CASE("dynamic=true: one trace serves every size; sizes stay symbolic", "[compile][dynamic]") {
+TEST_CASE("dynamic=true: one trace serves every size, sizes stay symbolic", "[compile][dynamic]") {
   int calls = 0;
   auto f = compile(
       [&](const Tensor& x) {
@@ -360,7 +360,7 @@ TEST_CASE("8 threads calling one compiled function with mixed shapes match eager
   CHECK(g.report().recompiles.size() <= 2);  // sizes 1 and 2.., then dynamic
 }
 
-TEST_CASE("EMBER_DISABLE_PASSES skips passes; unknown pass names are errors", "[passes]") {
+TEST_CASE("EMBER_DISABLE_PASSES skips passes, unknown pass names are errors", "[passes]") {
   Tensor x = arange(3).to(DType::Int32);
   {
     test::ScopedEnv disable("EMBER_DISABLE_PASSES", "constant-fold,simplify");

@@ -75,7 +75,7 @@ auto child_program() {
 
 }  // namespace
 
-TEST_CASE("disk cache: a stored entry reads back; a missing one is a miss", "[cache]") {
+TEST_CASE("disk cache: a stored entry reads back, a missing one is a miss", "[cache]") {
   TempCache cache("roundtrip");
   auto before = disk_cache::stats();
   CHECK_FALSE(disk_cache::load("kernels", kKey));

@@ -56,7 +56,7 @@ TEST_CASE("use lists follow every edit", "[ir][uses]") {
   verify(g);
 }
 
-TEST_CASE("replace_all_uses moves every output; replace_uses between outputs of one node",
+TEST_CASE("replace_all_uses moves every output, replace_uses between outputs of one node",
           "[ir][uses]") {
   Graph g;
   Node* x = g.add_input(kVector);
