@@ -22,6 +22,7 @@ class Fuser {
       if (n->info().is_elementwise()) place(n, n->type().shape);
       else if (folded_dim(n) >= 0) place(n, n->inputs()[0].type().shape);
     }
+    for (size_t p = 0; p < groups_.size(); ++p) adopt_by_line_reader(static_cast<int>(p));
   }
 
   // The non-empty groups (merging empties some).
@@ -95,6 +96,27 @@ class Fuser {
     if (log_)
       config::log("fusion", name(n) + " starts group " + std::to_string(groups_.size() - 1) +
                                 (why_not.empty() ? "" : " (not joined:" + why_not + ")"));
+  }
+
+  // An elementwise group over the lines of the one row or column group that reads it joins that
+  // group as line values. It was placed before the reader folded anything, so the reader was
+  // not a row group yet: a layer norm's shift, sunk below a residual add (simplify's [Note:
+  // slices sunk below elementwise ops]), was a kernel of its own over [rows, 1].
+  void adopt_by_line_reader(int p) {
+    const FusionGroup& group = groups_[p];
+    if (group.nodes.empty() || group.folds >= 0) return;
+    int reader = -1;
+    for (const Node* n : group.nodes)
+      for (const Use& u : n->uses()) {
+        int r = u.user ? group_of_[u.user->id()] : p;  // a graph output is stored either way
+        if (r == p) continue;
+        if (r < 0 || (reader >= 0 && r != reader)) return;  // read outside one group
+        reader = r;
+      }
+    if (reader < 0 || groups_[reader].folds < 0 || lines_of(groups_[reader]) != group.domain) return;
+    if (leaves_and_returns(group.nodes.front(), {p, reader})) return;
+    if (log_) config::log("fusion", "group " + std::to_string(p) + " joins group " + std::to_string(reader) + " as line values");
+    merge(p, reader);
   }
 
   // The domain with its folded dim 1: the shape of a line's values.

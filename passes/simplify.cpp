@@ -172,6 +172,70 @@ Value hoist_reshape(Graph& g, Node* n) {
   return hoist.reshaped(n->inputs()[0], n);
 }
 
+// [Note: slices sunk below elementwise ops]
+// slice(f(a, b)) -> f(slice(a), slice(b)) when f is elementwise and the slice keeps one element
+// along its dim: the shifted variance (decompose's [Note: shifted two-pass]) subtracts the last
+// element of each row, and when the row is computed in the kernel (a residual add before a
+// layer norm, a bias add in training) that element was a value the row kernel could not load,
+// so the norm split into two kernels with the sum written between them. Sunk to the kernel's
+// inputs, the slice is a view the kernel reads. f itself stays for its other readers; the copy
+// computes one element per row. An operand broadcast along the dim (missing or of size 1) is
+// not sliced.
+bool is_one_element_slice(const Node* n) {
+  if (n->op != Op::Slice || same_shape(n)) return false;
+  int64_t axis = normalize_axis("slice", attr_int(n->attrs, "axis"), static_cast<int64_t>(n->type().shape.size()));
+  return n->type().shape[axis] == Dim(1);
+}
+
+class SliceSink {
+ public:
+  SliceSink(Graph& g, const Node* slice)
+      : g_(g), slice_(slice), rank_(static_cast<int64_t>(slice->type().shape.size())),
+        axis_(normalize_axis("slice", attr_int(slice->attrs, "axis"), rank_)) {}
+
+  static bool sinks_through(const Node* n) {
+    return n->info().is_elementwise() && n->num_outputs() == 1 && !n->type().shape.empty();
+  }
+
+  // v (of the slice's input rank) as the slice would cut it, with the slice moved above every
+  // elementwise producer.
+  Value sliced(const Value& v) {
+    if (auto it = built_.find(v.node); it != built_.end()) return it->second;
+    Builder b(g_, slice_);
+    Value out;
+    if (!sinks_through(v.node)) {
+      out = b.op(Op::Slice, {v}, slice_->attrs);
+    } else {
+      std::vector<Value> inputs;
+      for (const Value& in : v.node->inputs()) inputs.push_back(operand(in));
+      out = b.op(v.node->op, inputs, v.node->attrs);
+    }
+    return built_[v.node] = out;
+  }
+
+ private:
+  // An operand of an elementwise node, right-aligned against the slice's rank.
+  Value operand(const Value& in) {
+    int64_t dim = axis_ - (rank_ - static_cast<int64_t>(in.type().shape.size()));
+    if (dim < 0 || in.type().shape[dim] == Dim(1)) return in;  // broadcast along the sliced dim
+    if (dim == axis_) return sliced(in);
+    Attrs attrs = slice_->attrs;  // a lower-rank operand: the same cut on its own dim
+    attrs["axis"] = Attr(dim);
+    return Builder(g_, slice_).op(Op::Slice, {in}, attrs);
+  }
+
+  Graph& g_;
+  const Node* slice_;
+  int64_t rank_, axis_;
+  std::unordered_map<const Node*, Value> built_;
+};
+
+Value sink_slice(Graph& g, Node* n) {
+  if (!is_one_element_slice(n) || !SliceSink::sinks_through(n->inputs()[0].node)) return none;
+  Value out = SliceSink(g, n).sliced(n->inputs()[0]);
+  return out.type() == n->type() ? out : none;
+}
+
 class Simplify : public Pass {
  public:
   std::string_view name() const override { return "simplify"; }
@@ -186,6 +250,11 @@ class Simplify : public Pass {
       }
       if (Value hoisted = hoist_reshape(g, n); hoisted.node) {
         g.replace_uses(n, hoisted);
+        changed = true;
+        continue;
+      }
+      if (Value sunk = sink_slice(g, n); sunk.node) {
+        g.replace_uses(n, sunk);
         changed = true;
         continue;
       }

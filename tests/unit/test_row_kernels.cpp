@@ -109,7 +109,7 @@ TEST_CASE("row kernels: edge values and empty rows", "[codegen][rows]") {
   CHECK_FALSE(test::error_of([&] { bad(e); }).empty());
 }
 
-TEST_CASE("one-element constants are in the kernel's text; pow to 2, 3 or 4 multiplies", "[codegen][constants]") {
+TEST_CASE("one-element constants are in the kernel's text, pow to 2, 3 or 4 multiplies", "[codegen][constants]") {
   double inf = std::numeric_limits<double>::infinity(), nan = std::nan("");
   Tensor x = from_vector({-2.5, -0.0, 0.0, 1e-20, 3.0, 1e12, -inf, inf, nan, 0.7}, {10});
   for (double p : {2.0, 3.0, 4.0, 2.5, -1.0}) {
@@ -224,6 +224,47 @@ TEST_CASE("fusion: moving a reshape above a chain that reads each value twice vi
     Tensor t = x;
     for (int i = 0; i < 40; ++i) t = t * t;
     return sum(reshape(t, {12}), {0}, true);
+  };
+  Tensor x = uniform({3, 4}, 1, 0.999, 1.0);
+  auto f = compile(squarings);
+  check_close(f(x), squarings(x), 1e-4, 1e-6);
+  CHECK(f.report().graphs.at(0).kernels == 1);
+}
+
+TEST_CASE("fusion: a norm or variance of a value computed in the kernel is one kernel", "[codegen][fusion]") {
+  // [Note: slices sunk below elementwise ops] in passes/simplify.cpp. The shifted variance reads
+  // each row's last element; when the row was a residual add, that element was a second kernel
+  // and the sum was written between the two.
+  Tensor w = uniform({37}, 11, 0.5, 1.5), b = uniform({37}, 12), bias = uniform({37}, 13);
+  std::vector<std::pair<const char*, std::function<Tensor(const Tensor&, const Tensor&)>>> fns = {
+      {"layer_norm(x + r)", [&](const Tensor& x, const Tensor& r) { return layer_norm(x + r, {37}, w, b); }},
+      {"layer_norm(x * r + bias), bias broadcast",
+       [&](const Tensor& x, const Tensor& r) { return layer_norm(x * r + bias, {37}, w, b); }},
+      {"var(exp(x) - r)", [](const Tensor& x, const Tensor& r) { return var(exp(x) - r, {-1}, 1.0, true); }},
+      {"the sum is an output too",
+       [&](const Tensor& x, const Tensor& r) { Tensor h = x + r; return layer_norm(h, {37}, w, b) + h; }},
+  };
+  Tensor x = uniform({9, 37}, 1, -3, 3), r = uniform({9, 37}, 2, -3, 3);
+  for (auto& [name, fn] : fns) {
+    INFO(name);
+    auto f = compile(fn);
+    check_close(f(x, r), fn(x, r), 1.3e-5 * 4, 1.5e-5 * 4);
+    CHECK(f.report().graphs.at(0).kernels == 1);
+    CHECK(f.report().graphs.at(0).interpreter_ops.empty());
+  }
+  // A row that is constant after the add still centres to exact zeros: the shift recomputed
+  // from the slices is the same value as the row's own last element.
+  Tensor ones = full({2, 37}, 0.3), twos = full({2, 37}, 1.7);
+  auto norm = compile([](const Tensor& x, const Tensor& r) { return layer_norm(x * r + 0.1, {37}); });
+  for (double v : norm(ones, twos).to_vector()) CHECK(v == 0.0);
+}
+
+TEST_CASE("fusion: a slice sunk below a chain that reads each value twice visits each node once",
+          "[codegen][fusion]") {
+  auto squarings = [](const Tensor& x) {
+    Tensor t = x;
+    for (int i = 0; i < 40; ++i) t = t * t;
+    return var(t, {-1}, 1.0, true);
   };
   Tensor x = uniform({3, 4}, 1, 0.999, 1.0);
   auto f = compile(squarings);
