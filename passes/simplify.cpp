@@ -95,33 +95,58 @@ Value fold_pad_into_conv(Graph& g, Node* n) {
 // [Note: reshapes above elementwise ops]
 // reshape(f(a, b)) -> f(reshape(a), reshape(b)) when f is elementwise, its value feeds only the
 // reshape, and a and b have its whole shape (or are 0-d): the same values in the same order.
+// An operand that broadcasts only over trailing dims the reshape keeps (a bias [n] of
+// [rows, n] viewed as [batch, seq, n]) stays as it is: it broadcasts the same way after.
 // Fusion groups nodes over one domain and does not look through views, so
 // `x.exp().view(rows, -1).sum(-1)` was two kernels with the exponentials written between them;
 // with the reshape on x (a view) it is one. It climbs chains of such nodes, and only chains
-// that start at graph inputs, constants or reshapes: there a reshape is a view. A chain that
-// starts at a reduction or a library call is that step's epilogue, which fuses with it over
-// its shape; moved past a reshape it would not (a float16 sum's cast back, a var_mean's division).
+// that start at graph inputs, constants, reshapes or library calls (GEMM, convolution), whose
+// outputs are contiguous: there a reshape is a view. So a linear layer's bias add joins the
+// residual add and layer norm after the [batch * seq, n] -> [batch, seq, n] view. A chain that
+// starts at a reduction is that kernel's epilogue, which fuses with it over its shape; moved
+// past a reshape it would not (a float16 sum's cast back, a var_mean's division).
 bool feeds_only(const Node* producer, const Node* reader) {
   for (const Use& u : producer->uses())
     if (u.user != reader) return false;  // another reader, or a graph output (no user)
   return !producer->uses().empty();
 }
 
-// Whether e is elementwise over its whole shape, read only by `reader`.
-bool whole_elementwise(const Node* e, const Node* reader) {
+// How many trailing dims `from` and `to` share: a reshape between them keeps those.
+size_t kept_trailing_dims(const Shape& from, const Shape& to) {
+  size_t k = 0;
+  while (k < from.size() && k < to.size() && from[from.size() - 1 - k] == to[to.size() - 1 - k]) ++k;
+  return k;
+}
+
+// Whether operand shape `in` broadcasts over only the last `kept` dims (leading size-1 dims
+// aside) and has no more dims than the reshaped shape, so that it broadcasts the same way into
+// that shape.
+bool broadcasts_within_trailing(const Shape& in, size_t kept, size_t reshaped_rank) {
+  size_t lead = 0;
+  while (lead < in.size() && in[lead] == Dim(1)) ++lead;
+  return in.size() - lead <= kept && in.size() <= reshaped_rank;
+}
+
+// Whether e is elementwise over its whole shape, read only by `reader`, each operand of that
+// shape, 0-d, or broadcast within the `kept` trailing dims.
+bool whole_elementwise(const Node* e, const Node* reader, size_t kept, size_t reshaped_rank) {
   if (!e->info().is_elementwise() || e->num_outputs() != 1 || !feeds_only(e, reader)) return false;
   const Shape& shape = e->type().shape;
   if (shape.empty()) return false;
-  for (const Value& in : e->inputs())
-    if (!in.type().shape.empty() && in.type().shape != shape) return false;  // 0-d broadcasts either way
+  for (const Value& in : e->inputs()) {
+    const Shape& s = in.type().shape;
+    if (!s.empty() && s != shape && !broadcasts_within_trailing(s, kept, reshaped_rank)) return false;
+  }
   return true;
 }
 
 bool is_reshape(Op op) { return op == Op::Reshape || op == Op::Flatten; }
 
+bool is_library_call(Op op) { return op == Op::MatMul || op == Op::Linear || op == Op::Conv2d; }
+
 bool reshape_is_a_view(const Value& v) {
   Op op = v.node->op;
-  return op == Op::Input || op == Op::Constant || op == Op::Full || is_reshape(op);
+  return op == Op::Input || op == Op::Constant || op == Op::Full || is_reshape(op) || is_library_call(op);
 }
 
 // Moves one reshape (or flatten) `view` above the chain hoistable() allows. A node read twice
@@ -129,16 +154,17 @@ bool reshape_is_a_view(const Value& v) {
 // built) 2^depth times.
 class ReshapeHoist {
  public:
-  ReshapeHoist(Graph& g, const Node* view) : g_(g), view_(view) {}
+  ReshapeHoist(Graph& g, const Node* view)
+      : g_(g), view_(view), kept_(kept_trailing_dims(view->inputs()[0].type().shape, view->type().shape)) {}
 
   // Whether a reshape of v, which only `reader` reads, can move above v's producer and the
   // chain of such producers above it.
   bool hoistable(const Value& v, const Node* reader) {
     auto [it, fresh] = hoistable_.try_emplace(v.node, false);
     if (!fresh) return it->second;
-    bool ok = whole_elementwise(v.node, reader);
+    bool ok = whole_elementwise(v.node, reader, kept_, view_->type().shape.size());
     for (const Value& in : v.node->inputs())
-      if (ok && !in.type().shape.empty() && !hoistable(in, v.node) && !reshape_is_a_view(in)) ok = false;
+      if (ok && reshaped_here(in, v) && !hoistable(in, v.node) && !reshape_is_a_view(in)) ok = false;
     return hoistable_[v.node] = ok;
   }
 
@@ -151,16 +177,20 @@ class ReshapeHoist {
       out = b.op(view_->op, {v}, view_->attrs);
     } else {
       std::vector<Value> inputs;
-      for (const Value& in : v.node->inputs())
-        inputs.push_back(in.type().shape.empty() ? in : reshaped(in, v.node));
+      for (const Value& in : v.node->inputs()) inputs.push_back(reshaped_here(in, v) ? reshaped(in, v.node) : in);
       out = b.op(v.node->op, inputs, v.node->attrs);
     }
     return built_[v.node] = out;
   }
 
  private:
+  // Whether operand `in` of v is reshaped with it: it has v's whole shape (else it is 0-d or
+  // broadcasts within the kept trailing dims, and stays).
+  static bool reshaped_here(const Value& in, const Value& v) { return in.type().shape == v.type().shape; }
+
   Graph& g_;
   const Node* view_;
+  size_t kept_;
   std::unordered_map<const Node*, bool> hoistable_;
   std::unordered_map<const Node*, Value> built_;
 };
@@ -169,7 +199,8 @@ Value hoist_reshape(Graph& g, Node* n) {
   if (!is_reshape(n->op) || same_shape(n)) return none;
   ReshapeHoist hoist(g, n);
   if (!hoist.hoistable(n->inputs()[0], n)) return none;
-  return hoist.reshaped(n->inputs()[0], n);
+  Value out = hoist.reshaped(n->inputs()[0], n);
+  return out.type() == n->type() ? out : none;
 }
 
 // [Note: slices sunk below elementwise ops]
@@ -180,7 +211,8 @@ Value hoist_reshape(Graph& g, Node* n) {
 // so the norm split into two kernels with the sum written between them. Sunk to the kernel's
 // inputs, the slice is a view the kernel reads. f itself stays for its other readers; the copy
 // computes one element per row. An operand broadcast along the dim (missing or of size 1) is
-// not sliced.
+// not sliced. Below f, it sinks only through values nothing else reads: the others are likely
+// stored, and are read there.
 bool is_one_element_slice(const Node* n) {
   if (n->op != Op::Slice || same_shape(n)) return false;
   int64_t axis = normalize_axis("slice", attr_int(n->attrs, "axis"), static_cast<int64_t>(n->type().shape.size()));
@@ -197,28 +229,31 @@ class SliceSink {
     return n->info().is_elementwise() && n->num_outputs() == 1 && !n->type().shape.empty();
   }
 
-  // v (of the slice's input rank) as the slice would cut it, with the slice moved above every
-  // elementwise producer.
-  Value sliced(const Value& v) {
+  // v (of the slice's input rank) as the slice would cut it, with the slice moved above
+  // elementwise producers: v's own (v is what the slice read), and below it those that only
+  // `reader` reads. A value read elsewhere too is likely stored by a kernel of its own (a
+  // residual stream that the next layer reads), and the slice reads it there, rather than
+  // recomputing it back through every layer.
+  Value sliced(const Value& v, const Node* reader) {
     if (auto it = built_.find(v.node); it != built_.end()) return it->second;
     Builder b(g_, slice_);
     Value out;
-    if (!sinks_through(v.node)) {
+    if (!sinks_through(v.node) || (reader && !feeds_only(v.node, reader))) {
       out = b.op(Op::Slice, {v}, slice_->attrs);
     } else {
       std::vector<Value> inputs;
-      for (const Value& in : v.node->inputs()) inputs.push_back(operand(in));
+      for (const Value& in : v.node->inputs()) inputs.push_back(operand(in, v.node));
       out = b.op(v.node->op, inputs, v.node->attrs);
     }
     return built_[v.node] = out;
   }
 
  private:
-  // An operand of an elementwise node, right-aligned against the slice's rank.
-  Value operand(const Value& in) {
+  // An operand of elementwise node `reader`, right-aligned against the slice's rank.
+  Value operand(const Value& in, const Node* reader) {
     int64_t dim = axis_ - (rank_ - static_cast<int64_t>(in.type().shape.size()));
     if (dim < 0 || in.type().shape[dim] == Dim(1)) return in;  // broadcast along the sliced dim
-    if (dim == axis_) return sliced(in);
+    if (dim == axis_) return sliced(in, reader);
     Attrs attrs = slice_->attrs;  // a lower-rank operand: the same cut on its own dim
     attrs["axis"] = Attr(dim);
     return Builder(g_, slice_).op(Op::Slice, {in}, attrs);
@@ -230,9 +265,18 @@ class SliceSink {
   std::unordered_map<const Node*, Value> built_;
 };
 
+// Whether n's value is returned, itself or through views: then it views the memory of the
+// value it slices, in eager and in torch.compile (offset and storage size), and the slice stays.
+bool returned_through_views(const Node* n) {
+  for (const Use& u : n->uses())
+    if (!u.user || (u.user->info().is_view() && returned_through_views(u.user))) return true;
+  return false;
+}
+
 Value sink_slice(Graph& g, Node* n) {
-  if (!is_one_element_slice(n) || !SliceSink::sinks_through(n->inputs()[0].node)) return none;
-  Value out = SliceSink(g, n).sliced(n->inputs()[0]);
+  if (!is_one_element_slice(n) || !SliceSink::sinks_through(n->inputs()[0].node) || returned_through_views(n))
+    return none;
+  Value out = SliceSink(g, n).sliced(n->inputs()[0], nullptr);
   return out.type() == n->type() ? out : none;
 }
 

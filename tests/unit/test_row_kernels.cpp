@@ -271,3 +271,29 @@ TEST_CASE("fusion: a slice sunk below a chain that reads each value twice visits
   check_close(f(x), squarings(x), 1e-4, 1e-6);
   CHECK(f.report().graphs.at(0).kernels == 1);
 }
+
+TEST_CASE("fusion: a linear layer's bias add, the residual add and the layer norm after it are one kernel",
+          "[codegen][fusion]") {
+  // The GEMM's [batch * seq, n] output is viewed as [batch, seq, n]: the reshape moves above the
+  // bias add onto the GEMM's output ([Note: reshapes above elementwise ops]), and the layer
+  // norm's shift is recomputed from the slices of its operands ([Note: slices sunk below
+  // elementwise ops]). Two such layers on one residual stream: one kernel each, the second
+  // reading the stream the first stored, not recomputing its last element through both.
+  Tensor w1 = uniform({16, 16}, 1, -0.3, 0.3), w2 = uniform({16, 16}, 2, -0.3, 0.3);
+  Tensor b1 = uniform({16}, 3), b2 = uniform({16}, 4), g = uniform({16}, 5, 0.5, 1.5), beta = uniform({16}, 6);
+  auto layer = [&](const Tensor& h, const Tensor& w, const Tensor& b) {
+    Tensor y = reshape(matmul(reshape(h, {6, 16}), w) + b, {2, 3, 16});
+    Tensor stream = h + y;
+    return std::pair{stream, layer_norm(stream, {16}, g, beta)};
+  };
+  auto two_layers = [&](const Tensor& x) {
+    auto [h1, n1] = layer(x, w1, b1);
+    auto [h2, n2] = layer(h1, w2, b2);
+    return std::vector<Tensor>{n1, n2, h2};
+  };
+  Tensor x = uniform({2, 3, 16}, 7, -2, 2);
+  auto f = compile(two_layers);
+  std::vector<Tensor> got = f(x), want = two_layers(x);
+  for (size_t i = 0; i < got.size(); ++i) check_close(got[i], want[i], 1e-4, 1e-5);
+  CHECK(f.report().graphs.at(0).kernels == 2);
+}
