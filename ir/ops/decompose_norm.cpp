@@ -114,7 +114,15 @@ Values decompose_native_batch_norm(Builder& b, const Values& in, const Attrs& at
   std::vector<int64_t> axes{0};
   for (int64_t i = 2; i < static_cast<int64_t>(x.shape.size()); ++i) axes.push_back(i);
   Value xc = b.cast(in[0], c);
-  Moments m = moments(b, xc, axes, true);
+  // The statistics accumulate in float64, as eager's (at::acc_type of float is double on the
+  // CPU): a training step's gradients pass back through every batch norm, and float32 sums
+  // left ember's ResNet and MobileNet gradients several times eager's error (TESTING.md's
+  // model rule allows 2x). Reading x once either way, it costs no memory traffic.
+  Moments m = moments(b, b.cast(in[0], DType::Float64), axes, true);
+  m.mean = b.cast(m.mean, c);
+  m.sum_squares = b.cast(m.sum_squares, c);
+  m.count = b.cast(m.count, c);
+  m.centered = b.sub(xc, m.mean);
   double eps = attr_float(attrs, "eps"), momentum = attr_float(attrs, "momentum");
   Value var = b.div(m.sum_squares, m.count);
   Value invstd = b.unary(Op::Rsqrt, b.add(var, b.scalar(eps, c)));
