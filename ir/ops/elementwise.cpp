@@ -33,7 +33,7 @@ T floor_divide(T a, T b) {
     if (div - floordiv > T(0.5)) floordiv += 1;
     return floordiv;
   } else {
-    if (b == 0) EMBER_THROW(Value, "[floor_divide] integer division by zero");
+    if (b == 0) EMBER_THROW(Runtime, "[floor_divide] integer division by zero");
     if (b == -1) return wrap(0 - u(a));
     T q = a / b;
     if ((a % b != 0) && ((a < 0) != (b < 0))) --q;
@@ -48,7 +48,7 @@ T remainder(T a, T b) {
     if (m != 0 && ((b < 0) != (m < 0))) m += b;
     return m;
   } else {
-    if (b == 0) EMBER_THROW(Value, "[remainder] integer division by zero");
+    if (b == 0) EMBER_THROW(Runtime, "[remainder] integer division by zero");
     if (b == -1) return 0;
     T m = a % b;
     if (m != 0 && ((b < 0) != (m < 0))) m += b;

@@ -54,6 +54,29 @@ def _scalar_dtype(value, other):
     return "f64" if other is not None and other.dtype in ("f16", "bf16", "f32", "f64") else "f32"
 
 
+def _fill_value(value, dtype):
+    """A Python number filling a tensor of ember dtype `dtype`, as a float for the graph. It
+    declines (the PyTorch call then raises as eager does) a value PyTorch refuses to convert
+    ("value cannot be converted to type uint8 without overflow": 300 into uint8, NaN into int64,
+    1e5 into float16), a size, and an integer a double does not hold exactly."""
+    if not isinstance(value, (bool, int, float)):
+        raise Unsupported("a fill value that is a size")
+    if isinstance(value, bool):
+        return float(value)
+    if isinstance(value, int) and abs(value) > 2 ** 53:
+        raise Unsupported("an integer fill value beyond 2**53 (ember's attributes hold doubles)")
+    t = torch_dtype_of(dtype)
+    if t.is_floating_point:
+        fits = not math.isfinite(value) or abs(value) <= torch.finfo(t).max
+    elif t == torch.bool:
+        fits = True
+    else:
+        fits = math.isfinite(value) and torch.iinfo(t).min <= value <= torch.iinfo(t).max
+    if not fits:
+        raise Unsupported(f"{value} does not fit {t}: PyTorch raises")
+    return float(value)
+
+
 def operand(cx, x, other=None):
     if _is_value(x):
         return x
@@ -245,20 +268,28 @@ def _div_mode(cx, a, b, rounding_mode=None):
 @lowering("aten.clamp.default", "aten.clamp.Tensor")
 def _clamp(cx, x, min=None, max=None):
     if min is not None:
-        x = cx.op("maximum", [x, operand(cx, min, x)])
+        x = _clamp_min(cx, x, min)
     if max is not None:
-        x = cx.op("minimum", [x, operand(cx, max, x)])
+        x = _clamp_max(cx, x, max)
     return x
+
+
+def _bound(cx, bound, x):
+    """A clamp's bound beside x: a number PyTorch cannot convert to x's dtype (clamp(uint8,
+    max=300)) raises in eager, so the lowering declines."""
+    if isinstance(bound, (int, float)):
+        _fill_value(bound, x.dtype)
+    return operand(cx, bound, x)
 
 
 @lowering("aten.clamp_min.default", "aten.clamp_min.Tensor")
 def _clamp_min(cx, x, lo):
-    return cx.op("maximum", [x, operand(cx, lo, x)])
+    return cx.op("maximum", [x, _bound(cx, lo, x)])
 
 
 @lowering("aten.clamp_max.default", "aten.clamp_max.Tensor")
 def _clamp_max(cx, x, hi):
-    return cx.op("minimum", [x, operand(cx, hi, x)])
+    return cx.op("minimum", [x, _bound(cx, hi, x)])
 
 
 @lowering("aten._to_copy.default")
@@ -469,7 +500,7 @@ def _cat(cx, tensors, dim=0):
 @lowering("aten.constant_pad_nd.default")
 def _pad(cx, x, pad, value=0.0):
     pads = [int(p) for p in pad]
-    return cx.op("pad", [x], {"pads": pads, "value": float(value)})
+    return cx.op("pad", [x], {"pads": pads, "value": _fill_value(value, x.dtype)})
 
 
 # embedding, index_select and gather stay torch calls: PyTorch raises for a negative index, where
@@ -680,24 +711,15 @@ def _batch_norm_inference(cx, x, weight, bias, running_mean, running_var, moment
 @lowering("aten.full.default")
 def _full(cx, size, fill_value, dtype=None, layout=None, device=None, pin_memory=None):
     dtype = ember_dtype(dtype) if dtype is not None else _scalar_dtype(fill_value, None)
-    if isinstance(fill_value, bool):
-        fill_value = float(fill_value)
-    if not isinstance(fill_value, (int, float)):
-        raise Unsupported("a fill value that is a size")
-    if isinstance(fill_value, int) and abs(fill_value) > 2 ** 53:
-        raise Unsupported("an integer fill value beyond 2**53 (ember's full holds a double)")
-    return cx.full(size, float(fill_value), dtype)
+    return cx.full(size, _fill_value(fill_value, dtype), dtype)
 
 
 @lowering("aten.scalar_tensor.default")
 def _scalar_tensor(cx, value, dtype=None, layout=None, device=None, pin_memory=None):
     if isinstance(value, (sympy.Expr, FloatSize)):  # a size's value, made at each call
         return cx.size_input(value, ember_dtype(dtype) if dtype is not None else "f32")
-    if not isinstance(value, (bool, int, float)):
-        raise Unsupported(f"a scalar of type {type(value).__name__}")
-    if isinstance(value, int) and not isinstance(value, bool) and abs(value) > 2 ** 53:
-        raise Unsupported("an integer beyond 2**53")
-    return cx.full([], float(value), ember_dtype(dtype) if dtype is not None else "f32")
+    dtype = ember_dtype(dtype) if dtype is not None else "f32"
+    return cx.full([], _fill_value(value, dtype), dtype)
 
 
 @lowering("aten.arange.start_step", "aten.arange.default", "aten.arange.start")
@@ -708,6 +730,8 @@ def _arange(cx, *args, dtype=None, layout=None, device=None, pin_memory=None):
             raise Unsupported("arange bounds that are sizes")
     if dtype is None:
         dtype = torch.int64 if all(isinstance(v, int) for v in (start, end, step)) else torch.float32
+    if any(isinstance(v, int) and abs(v) > 2 ** 53 for v in (start, end, step)):
+        raise Unsupported("arange bounds past 2^53, which ember's float attributes do not hold exactly")
     return cx.op("arange", [], {"start": float(start), "end": float(end), "step": float(step),
                                 "dtype": ember_dtype(dtype)})
 
@@ -742,11 +766,8 @@ def _split(cx, x, split_sizes, dim=0):
 
 @lowering("aten.full_like.default")
 def _full_like(cx, x, fill_value, dtype=None, layout=None, device=None, pin_memory=None, memory_format=None):
-    if not isinstance(fill_value, (bool, int, float)):
-        raise Unsupported("a fill value that is a size")
-    if isinstance(fill_value, int) and not isinstance(fill_value, bool) and abs(fill_value) > 2 ** 53:
-        raise Unsupported("an integer fill value beyond 2**53")
-    return cx.full(x.shape, float(fill_value), ember_dtype(dtype) if dtype is not None else x.dtype)
+    dtype = ember_dtype(dtype) if dtype is not None else x.dtype
+    return cx.full(x.shape, _fill_value(fill_value, dtype), dtype)
 
 
 @lowering("aten._scaled_dot_product_flash_attention_for_cpu.default")

@@ -444,6 +444,9 @@ class CompiledFx:
         for k in unshare:  # views of inputs in eager, sharing something else in ember
             if isinstance(self.view_roots[k], tuple):
                 tensors[k] = tensors[k].clone()
+        for k, share in enumerate(shares):
+            if share >= 0 and k not in unshare and self.inputs[share][0] == "arg":
+                tensors[k] = _as_view_of(args[self.inputs[share][1]], tensors[k])
         # An input returned as it is: the caller's tensor object, as in eager. AOTAutograd links
         # the autograd history of saved inputs by identity; a new tensor over the same memory
         # has none, and a double backward through it found no path to the input (None).
@@ -633,7 +636,8 @@ def _as_eager(tensors, group, unshare, layouts, values, layout_matters=True):
     if not any(k in unshare for k in group):
         if not layout_matters:
             return
-        if len(group) == 1 and _harmless_layout(tensors[group[0]], eager[0]):
+        if len(group) == 1 and _harmless_layout(tensors[group[0]], eager[0],
+                                                layouts.evaluate(layouts.roots[group[0]], values)):
             return
         if _same_layout([tensors[k] for k in group], eager):
             return
@@ -641,7 +645,10 @@ def _as_eager(tensors, group, unshare, layouts, values, layout_matters=True):
     root = torch.empty_strided(root_shape, root_strides, dtype=tensors[group[0]].dtype, device="cpu")
     for k, (shape, strides, offset) in zip(group, eager):
         src = tensors[k]
-        view = root.as_strided(shape, strides, offset - root_offset)
+        # The member that is the root in eager is the root itself, not a view of it: a view made
+        # here (under AOTAutograd's no_grad) cannot be modified in place where grad is on.
+        same = list(shape) == list(root_shape) and tuple(strides) == tuple(root_strides) and offset == root_offset
+        view = root if same else root.as_strided(shape, strides, offset - root_offset)
         dst = view
         for d, (size, stride) in enumerate(zip(shape, strides)):
             if stride == 0 and size > 1:  # broadcast in eager: one slice holds every value
@@ -653,13 +660,30 @@ def _as_eager(tensors, group, unshare, layouts, values, layout_matters=True):
         tensors[k] = view
 
 
-def _harmless_layout(t, eager):
+def _as_view_of(base, t):
+    """t, which lies in the memory of input `base`, as a view of base. AOTAutograd rebuilds an
+    output that aliases an input from the input and the output's storage offset when it cannot
+    replay the views (their sizes are symbolic); imported through DLPack, t has a storage of its
+    own that starts where t does, at offset 0, and x[1:n - 1] came back as x[0:n - 2]."""
+    storage = base.untyped_storage()
+    start = storage.data_ptr()
+    if t.dtype != base.dtype or t.numel() == 0 or not start <= t.data_ptr() < start + storage.nbytes():
+        return t  # another dtype's view, or memory of a copy of the input (_values_in_memory)
+    return base.as_strided(t.shape, t.stride(), (t.data_ptr() - start) // t.element_size())
+
+
+def _harmless_layout(t, eager, eager_root):
     """Whether a lone output's strides, other than eager's, change nothing the caller can do:
-    it does not overlap itself where eager's does not, and it is contiguous where eager's is.
-    (Copying it otherwise costs a copy per call for nothing: GPT-2's key-value cache.)"""
-    shape, strides, _ = eager
+    it does not overlap itself where eager's does not, and it is contiguous where eager's is a
+    view of memory laid out otherwise (GPT-2's key-value cache, a permute of a projection: a
+    copy per call there bought nothing). An output that is its own memory in eager has the
+    layout eager chose for it (channels_last after a convolution, the strides of a transposed
+    input after an elementwise op), and gets it, as torch.compile's does."""
+    shape, strides, offset = eager
     ours = t.stride()
     if any(size > 1 and a == 0 and b != 0 for size, a, b in zip(shape, ours, strides)):
+        return False
+    if (list(shape), tuple(strides), offset) == (list(eager_root[0]), tuple(eager_root[1]), eager_root[2]):
         return False
     return t.is_contiguous() or not _is_contiguous(shape, strides)
 
