@@ -56,7 +56,9 @@ def make_backend(mode="default", options=None, report=None):
 # out wrong by as much as their size (the same happens with aot_eager and these decompositions).
 # std is decomposed into sqrt(var) in the input's dtype, which overflows float32 where eager's
 # std (accumulated in double, rounded once) is finite: ember's std is computed as eager's.
-_KEEP_WHOLE = ("aten._scaled_dot_product_flash_attention_for_cpu", "aten.std.correction")
+# native_batch_norm_backward: ember's lowering sums in float64, as eager does (_lower.py).
+_KEEP_WHOLE = ("aten._scaled_dot_product_flash_attention_for_cpu", "aten.std.correction",
+               "aten.native_batch_norm_backward")
 
 
 @functools.cache
