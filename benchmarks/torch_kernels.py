@@ -40,6 +40,8 @@ def main():
         "softmax": (1, 1, lambda x, y, b: F.softmax(x, -1)),
         "layer_norm": (1, 1, lambda x, y, b: F.layer_norm(x, (x.shape[-1],), b, b)),
         "rms_norm": (1, 1, lambda x, y, b: F.rms_norm(x, (x.shape[-1],), b, 1e-6)),
+        # A transformer's residual add and the layer norm after it; both results are kept.
+        "residual add + layer_norm": (2, 2, lambda x, y, b: (x + y, F.layer_norm(x + y, (x.shape[-1],), b, b))),
         # Reductions over dims other than the last: a bias gradient, batch norm's statistics.
         "sum over the rows (bias gradient)": (1, 0, lambda x, y, b: x.sum(0)),
         "var_mean over (0, 2) of [32, R/32, 8192]": (
