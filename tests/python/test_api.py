@@ -149,3 +149,40 @@ def test_recompiles_are_reported_with_their_failing_guard():
     assert len(report.recompiles) == 1, report.text()
     assert "size" in report.recompiles[0]["guard"] or "shape" in report.recompiles[0]["guard"]
     assert "recompile of" in report.text()
+
+
+def test_a_compiled_module_pickles_and_deep_copies_as_a_compiled_module():
+    import copy
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU())
+    x = torch.randn(2, 4)
+    for mode in ("default", "reduce-overhead"):
+        compiled = ember.compile(model, mode=mode)
+        buffer = io.BytesIO()
+        torch.save(compiled, buffer)
+        buffer.seek(0)
+        loaded = torch.load(buffer, weights_only=False)
+        clone = copy.deepcopy(compiled)
+        for m in (loaded, clone):
+            torch.testing.assert_close(m(x), model(x))
+            assert report_of(m).graphs  # compiled again, not a plain module
+            assert list(m.state_dict()) == list(model.state_dict())
+    outer = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU())
+    outer[0] = ember.compile(outer[0])
+    buffer = io.BytesIO()
+    torch.save(outer, buffer)
+    buffer.seek(0)
+    torch.testing.assert_close(torch.load(buffer, weights_only=False)(x), outer(x))
+
+
+def test_a_sparse_gradient_runs_its_graph_on_pytorch_with_a_warning():
+    torch.manual_seed(0)
+    eager = torch.nn.Embedding(30, 8, sparse=True)
+    mine = torch.nn.Embedding(30, 8, sparse=True)
+    mine.load_state_dict(eager.state_dict())
+    index = torch.randint(0, 30, (3, 4))
+    eager(index).sum().backward()
+    with pytest.warns(RuntimeWarning, match="sparse"):
+        ember.compile(mine)(index).sum().backward()
+    assert mine.weight.grad.is_sparse
+    torch.testing.assert_close(mine.weight.grad.to_dense(), eager.weight.grad.to_dense())

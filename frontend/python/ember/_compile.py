@@ -22,7 +22,8 @@ def compile(model=None, *, mode="default", fullgraph=False, dynamic=None, option
     report = _report.Report()
     backend = make_backend(mode, options, report)
     if isinstance(model, torch.nn.Module):
-        return _compiled_module(model, backend, fullgraph, dynamic, report)
+        settings = {"mode": mode, "fullgraph": fullgraph, "dynamic": dynamic, "options": options}
+        return _compiled_module(model, backend, settings, report)
     if not callable(model):
         raise TypeError(f"ember.compile takes an nn.Module or a function, not {type(model).__name__}")
     tracer_options = {"mode": mode, "fullgraph": str(fullgraph).lower(),
@@ -67,23 +68,37 @@ def _has_ember_tensor(args, kwargs):
     return False
 
 
-def _compiled_module(model, backend, fullgraph, dynamic, report):
+def _compiled_module(model, backend, settings, report):
     """`model` seen through a subclass of its class whose forward is compiled. The instance
     shares the original's __dict__: one set of parameters, buffers, hooks and flags."""
     cls = type(model)
     if "forward" in model.__dict__:  # the shared __dict__'s own forward would shadow the compiled one
         raise TypeError("ember.compile: a module instance with its own `forward` attribute is not supported; "
                         "compile the function instead")
-    compiled_forward = torch.compile(cls.forward, backend=backend, fullgraph=fullgraph, dynamic=dynamic)
+    compiled_forward = torch.compile(cls.forward, backend=backend, fullgraph=settings["fullgraph"],
+                                     dynamic=settings["dynamic"])
 
     def forward(self, *args, **kwargs):
         return compiled_forward(self, *args, **kwargs)
 
-    sub = type(cls.__name__, (cls,), {"forward": forward, "__module__": cls.__module__, "__qualname__": cls.__qualname__,
+    def __reduce_ex__(self, protocol):
+        # Pickle (torch.save) finds classes by name, and this one shares its name with the
+        # original: the module is saved as the original and compiled again when loaded.
+        original = object.__new__(cls)
+        original.__dict__ = self.__dict__
+        return _compile_again, (original, settings)
+
+    sub = type(cls.__name__, (cls,), {"forward": forward, "__reduce_ex__": __reduce_ex__,
+                                      "__module__": cls.__module__, "__qualname__": cls.__qualname__,
                                       "_ember_report": report, "_ember_code": cls.forward.__code__})
     compiled = object.__new__(sub)
     compiled.__dict__ = model.__dict__
     return compiled
+
+
+def _compile_again(module, settings):
+    """A compiled module read back by pickle: its original, compiled with the same settings."""
+    return compile(module, **settings)
 
 
 def report_of(compiled):

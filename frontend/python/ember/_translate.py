@@ -343,6 +343,12 @@ class CompiledFx:
                 raise Unsupported(f"a {type(a).__name__} argument")
             return a
 
+        # A sparse result (nn.Embedding(sparse=True)'s gradient) has no place in ember's dense
+        # buffers: the graph runs on PyTorch, with a warning.
+        vals = val if isinstance(val, (list, tuple)) else [val]
+        sparse = [v.layout for v in vals if isinstance(v, torch.Tensor) and v.layout != torch.strided]
+        if sparse:
+            raise Unsupported(f"{target} returns a {sparse[0]} tensor")
         args = template(node.args)
         kwargs = {k: template(v) for k, v in node.kwargs.items()}
         metas = _meta_types(val)
