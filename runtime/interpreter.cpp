@@ -12,6 +12,7 @@ const kernels::KernelTable& kernel_table() {
     kernels::KernelTable t{};
     kernels::register_elementwise(t);
     kernels::register_reductions(t);
+    kernels::register_arg_extremes(t);
     kernels::register_contractions(t);
     kernels::register_conv_grads(t);
     kernels::register_movement(t);
@@ -26,6 +27,7 @@ const kernels::MultiKernelTable& multi_kernel_table() {
   static const kernels::MultiKernelTable table = [] {
     kernels::MultiKernelTable t{};
     kernels::register_multi_reductions(t);
+    kernels::register_multi_arg_extremes(t);
     kernels::register_native_norms(t);
     kernels::register_sorting(t);
     kernels::register_split(t);

@@ -41,12 +41,14 @@ using MultiKernelTable = std::array<MultiKernel, kNumOps>;
 
 void register_elementwise(KernelTable& t);
 void register_reductions(KernelTable& t);
+void register_arg_extremes(KernelTable& t);
 void register_contractions(KernelTable& t);
 void register_conv_grads(KernelTable& t);
 void register_movement(KernelTable& t);
 void register_composites(KernelTable& t);
 void register_creation(KernelTable& t);
 void register_multi_reductions(MultiKernelTable& t);
+void register_multi_arg_extremes(MultiKernelTable& t);
 void register_native_norms(MultiKernelTable& t);
 void register_sorting(MultiKernelTable& t);
 void register_split(MultiKernelTable& t);

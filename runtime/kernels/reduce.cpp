@@ -53,12 +53,6 @@ T identity_as(const ReductionSemantics& r, DType input) {
 
 template <class T>
 T fold(const ReductionSemantics& r, DType input, const std::vector<T>& row) {
-  if (is_indexed(r.combiner)) {
-    Indexed<T> acc{identity_as<T>(r, input), kNoIndex};
-    for (size_t j = 0; j < row.size(); ++j)
-      acc = combine_indexed<T>(r.combiner, acc, {row[j], static_cast<int64_t>(j)});
-    return static_cast<T>(acc.index);  // the reduced dims are never empty (inference checks)
-  }
   T acc = identity_as<T>(r, input);
   for (T x : row) acc = combine(r.combiner, acc, x);
   return acc;
@@ -146,59 +140,17 @@ std::vector<Array> var_mean(const Call& call) {
   return {var, mean};
 }
 
-// The position of the extreme of n elements at p[0], p[stride], ..., by the op's indexed
-// combiner: the first one on ties, the first NaN if there is one. T is int64_t for integers and
-// bool (exact), double for floats.
-template <class T>
-int64_t extreme_index(const char* p, int64_t n, int64_t stride, DType dtype,
-                      const ReductionSemantics& r) {
-  int64_t step = stride * static_cast<int64_t>(itemsize(dtype));
-  Indexed<T> acc{identity_as<T>(r, dtype), kNoIndex};
-  for (int64_t j = 0; j < n; ++j)
-    acc = combine_indexed<T>(r.combiner, acc, {element::load<T>(p + j * step, dtype), j});
-  return acc.index;
-}
-
-// (values, indices) of max_dim / min_dim along one axis (a 0-d input is its own extreme).
-std::vector<Array> max_dim(const Call& call) {
-  const Array& x = call.inputs[0];
-  int64_t axis =
-      x.rank() == 0 ? 0 : normalize_axis("max_dim", attr_int(call.attrs, "axis"), x.rank());
-  std::vector<int64_t> outer_shape = x.shape(), outer_strides = x.strides();
-  int64_t n = 1, stride = 0;
-  if (x.rank() > 0) {
-    n = x.shape()[axis], stride = x.strides()[axis];
-    outer_shape.erase(outer_shape.begin() + axis);
-    outer_strides.erase(outer_strides.begin() + axis);
-  }
-  Array values = output(call, 0);
-  Array indices = output(call, 1);
-  const ReductionSemantics& semantics = *op_info(call.op).reduction;
-  size_t size = itemsize(x.dtype());
-  for (int64_t i = 0, outer = values.numel(); i < outer; ++i) {
-    const char* p = byte_ptr(x, strided_offset(i, outer_shape, outer_strides));
-    int64_t best = is_floating(x.dtype())
-                       ? extreme_index<double>(p, n, stride, x.dtype(), semantics)
-                       : extreme_index<int64_t>(p, n, stride, x.dtype(), semantics);
-    std::memcpy(byte_ptr(values, i), p + best * stride * static_cast<int64_t>(size), size);
-    indices.data_as<int64_t>()[i] = best;
-  }
-  return {values, indices};
-}
-
 }  // namespace
 
 void register_reductions(KernelTable& t) {
   for (int i = 0; i < kNumOps; ++i) {
     const OpInfo& info = op_info(static_cast<Op>(i));
-    if (info.is_reduction() && !info.multi_output()) t[i] = reduce;
+    if (info.is_reduction() && !info.multi_output() && !(info.reduction && is_indexed(info.reduction->combiner))) t[i] = reduce;
   }
 }
 
 void register_multi_reductions(MultiKernelTable& t) {
   t[static_cast<size_t>(Op::VarMean)] = var_mean;
-  t[static_cast<size_t>(Op::MaxDim)] = max_dim;
-  t[static_cast<size_t>(Op::MinDim)] = max_dim;
 }
 
 }  // namespace ember::kernels
