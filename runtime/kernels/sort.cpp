@@ -6,6 +6,7 @@
 #include <numeric>
 
 #include "runtime/kernels/kernel.h"
+#include "runtime/thread_pool.h"
 
 namespace ember::kernels {
 
@@ -38,16 +39,24 @@ bool before(T a, T b, bool descending) {
   return descending ? a > b : a < b;
 }
 
-// The order of one row's elements (indices into the row), stable.
+// The first k of the order of one row's elements (indices into the row), stable: ties keep their
+// input order. Few of many (topk) are picked by a partial sort, which ranks ties by index, so the
+// first k are the stable sort's.
 template <class T>
-std::vector<int64_t> order_row(const char* p, const Rows& r, DType dtype, bool descending) {
+std::vector<int64_t> order_row(const char* p, const Rows& r, DType dtype, bool descending, int64_t k) {
   int64_t step = r.stride * static_cast<int64_t>(itemsize(dtype));
   std::vector<T> v(r.n);
   for (int64_t j = 0; j < r.n; ++j) v[j] = element::load<T>(p + j * step, dtype);
   std::vector<int64_t> idx(r.n);
   std::iota(idx.begin(), idx.end(), 0);
-  std::stable_sort(idx.begin(), idx.end(),
-                   [&](int64_t a, int64_t b) { return before(v[a], v[b], descending); });
+  if (k * 8 < r.n) {
+    std::partial_sort(idx.begin(), idx.begin() + k, idx.end(), [&](int64_t a, int64_t b) {
+      return before(v[a], v[b], descending) || (!before(v[b], v[a], descending) && a < b);
+    });
+  } else {
+    std::stable_sort(idx.begin(), idx.end(), [&](int64_t a, int64_t b) { return before(v[a], v[b], descending); });
+  }
+  idx.resize(k);
   return idx;
 }
 
@@ -69,20 +78,20 @@ std::vector<Array> select(const Call& call, const char* op, bool descending, int
   size_t size = itemsize(x.dtype());
   int64_t rows = 1;
   for (int64_t d : r.outer_shape) rows *= d;
-  for (int64_t i = 0; i < rows; ++i) {
-    const char* p = byte_ptr(x, strided_offset(i, r.outer_shape, r.outer_strides));
-    std::vector<int64_t> order = is_floating(x.dtype())
-                                     ? order_row<double>(p, r, x.dtype(), descending)
-                                     : order_row<int64_t>(p, r, x.dtype(), descending);
-    order.resize(k);
-    if (keep_input_order) std::sort(order.begin(), order.end());
-    int64_t base = (i / inner) * k * inner + i % inner;
-    for (int64_t j = 0; j < k; ++j) {
-      const char* element = p + order[j] * r.stride * static_cast<int64_t>(size);
-      std::memcpy(byte_ptr(values, base + j * inner), element, size);
-      indices.data_as<int64_t>()[base + j * inner] = order[j];
+  parallel_for(rows, std::max<int64_t>(1, 16384 / std::max<int64_t>(1, r.n)), [&](int64_t lo, int64_t hi) {
+    for (int64_t i = lo; i < hi; ++i) {
+      const char* p = byte_ptr(x, strided_offset(i, r.outer_shape, r.outer_strides));
+      std::vector<int64_t> order = is_floating(x.dtype()) ? order_row<double>(p, r, x.dtype(), descending, k)
+                                                          : order_row<int64_t>(p, r, x.dtype(), descending, k);
+      if (keep_input_order) std::sort(order.begin(), order.end());
+      int64_t base = (i / inner) * k * inner + i % inner;
+      for (int64_t j = 0; j < k; ++j) {
+        const char* element = p + order[j] * r.stride * static_cast<int64_t>(size);
+        std::memcpy(byte_ptr(values, base + j * inner), element, size);
+        indices.data_as<int64_t>()[base + j * inner] = order[j];
+      }
     }
-  }
+  });
   return {values, indices};
 }
 
