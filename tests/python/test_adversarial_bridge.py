@@ -886,3 +886,29 @@ def test_batch_norm_gradients_sum_as_accurately_as_eager():
     assert rmse(mine[0], want[0]) <= 2 * rmse(eager[0], want[0])
     for m, e, r in zip(mine[1:], eager[1:], want[1:]):
         assert rmse(m, r) <= rmse(e, r)
+
+
+def test_argmax_of_bool_raises_as_in_eager():
+    x = torch.tensor([[False, True, True], [True, False, False]])
+    with pytest.raises(RuntimeError, match="bool"):
+        torch.argmax(x, 1)
+    for fn in (lambda x: torch.argmax(x, 1), lambda x: x.argmin()):
+        torch._dynamo.reset()
+        with pytest.raises(RuntimeError, match="bool"):
+            ember.compile(fn)(x)
+
+
+@pytest.mark.parametrize("mode", ["default", "reduce-overhead"])
+def test_argmax_over_channels_with_ties_and_nans_picks_eager_index(mode):
+    """The interpreter's indexed reductions ([Note: indexed reductions in two steps]) on the
+    layouts models give them: over the channels of a channels_last batch, over long rows with the
+    extreme repeated, with a NaN."""
+    torch._dynamo.reset()
+    x = torch.randint(-3, 4, (2, 21, 9, 37)).float().to(memory_format=torch.channels_last)
+    x[1, 5, 2, 3] = float("nan")
+    rows = torch.randint(-3, 4, (3, 70001)).double()
+    rows[2, 69999] = float("nan")
+    fn = lambda x, r: (x.argmax(1), x.max(dim=-3), r.argmin(-1), (r * 2).max(dim=1))  # noqa: E731
+    expected, actual, compiled = run_both(fn, x, rows, mode=mode)
+    assert_same(actual, expected)
+    assert_compiled(compiled)

@@ -573,6 +573,8 @@ def _var_mean(cx, x, dim=None, correction=None, keepdim=False):
 
 @lowering("aten.argmax.default", "aten.argmin.default")
 def _arg(cx, x, dim=None, keepdim=False):
+    if x.dtype == "bool":  # eager raises ("does not support bool input"): so does the torch call
+        raise Unsupported("argmax/argmin of bool")
     axes = [] if dim is None else [dim % max(len(x.shape), 1)]
     return cx.op("argmax" if "argmax" in cx.target_name else "argmin", [x], {"axes": axes, "keepdim": keepdim})
 
