@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -40,7 +41,19 @@ inline constexpr DType kDefaultFloat = DType::Float32;
 // float16 and bfloat16 are stored as their bit patterns; conversions round to nearest even.
 float half_to_float(uint16_t h);
 uint16_t float_to_half(float f);
-float bf16_to_float(uint16_t b);
-uint16_t float_to_bf16(float f);
+// The bfloat16 ones are inline: conversion loops call them per element.
+inline float bf16_to_float(uint16_t b) {
+  uint32_t bits = static_cast<uint32_t>(b) << 16;
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+inline uint16_t float_to_bf16(float f) {
+  uint32_t x;
+  std::memcpy(&x, &f, 4);
+  if ((x & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((x >> 16) | 0x40u);  // nan, kept quiet
+  uint32_t rounding = 0x7fffu + ((x >> 16) & 1u);
+  return static_cast<uint16_t>((x + rounding) >> 16);
+}
 
 }  // namespace ember

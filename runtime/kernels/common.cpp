@@ -55,6 +55,29 @@ void copy_into(const Array& src, const Array& dst) {
 
 namespace {
 
+// Between float32 and its 16-bit formats: element by element, without going through double
+// (the same values: a widening is exact, a narrowing rounds once either way).
+template <class S, class D, D (*convert)(S)>
+void convert_serial(const Array& src, const Array& dst) {
+  std::array<std::vector<int64_t>, 2> strides{src.strides(), dst.strides()};
+  for_each_row<2>(src.shape(), strides, [&](auto off, int64_t n, auto inner) {
+    const S* s = reinterpret_cast<const S*>(byte_ptr(src, off[0]));
+    D* d = reinterpret_cast<D*>(byte_ptr(dst, off[1]));
+    for (int64_t j = 0; j < n; ++j) d[j * inner[1]] = convert(s[j * inner[0]]);
+  });
+}
+
+// Whether the conversion is one of convert_serial's, which it then did.
+bool converted_directly(const Array& src, const Array& dst) {
+  DType from = src.dtype(), to = dst.dtype();
+  if (from == DType::BFloat16 && to == DType::Float32) convert_serial<uint16_t, float, bf16_to_float>(src, dst);
+  else if (from == DType::Float32 && to == DType::BFloat16) convert_serial<float, uint16_t, float_to_bf16>(src, dst);
+  else if (from == DType::Float16 && to == DType::Float32) convert_serial<uint16_t, float, half_to_float>(src, dst);
+  else if (from == DType::Float32 && to == DType::Float16) convert_serial<float, uint16_t, float_to_half>(src, dst);
+  else return false;
+  return true;
+}
+
 void copy_serial(const Array& src, const Array& dst) {
   DType from = src.dtype(), to = dst.dtype();
   size_t size = itemsize(from);
@@ -74,6 +97,7 @@ void copy_serial(const Array& src, const Array& dst) {
     });
     return;
   }
+  if (converted_directly(src, dst)) return;
   ComputeType ct = compute_type(from) == ComputeType::Int64 ? ComputeType::Int64 : ComputeType::Float64;
   size_t dsize = itemsize(to);
   for_each_row<2>(src.shape(), strides, [&](auto off, int64_t n, auto inner) {
@@ -168,7 +192,7 @@ void gemm_impl(const T* a, const T* b, T* c, int64_t m, int64_t n, int64_t k, bo
   // other way round for a skinny B (docs/dependencies.md).
   constexpr int64_t kFewColumns = 64;
   if constexpr (std::is_same_v<T, float>)
-    if (!trans_a && (trans_b || n <= kFewColumns) && onednn_gemm(a, b, c, m, n, k, trans_b, beta)) return;
+    if (!trans_a && (trans_b || n <= kFewColumns) && onednn_gemm(DType::Float32, a, b, c, m, n, k, trans_b, beta)) return;
   use_single_threaded_blas();
   const int64_t lda = trans_a ? m : k, ldb = trans_b ? k : n;
   const int64_t flops = 2 * m * n * k, threads = num_threads();

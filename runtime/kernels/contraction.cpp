@@ -30,9 +30,38 @@ bool is_transposed_contiguous(const Array& b, int64_t k, int64_t n) {
   return b.strides() == transposed_strides(batch, k, n);
 }
 
+// C = A @ B, or C += A @ B when `accumulate`, in T: float and double through gemm(), bfloat16
+// (T = uint16_t, its bits) through oneDNN, which accumulates in float32 as eager's bfloat16 GEMM
+// does, and which may decline (false, nothing written).
 template <class T>
-Array matmul_typed(const Call& call) {
-  DType gt = gemm_dtype(call.dtype);
+bool gemm_in(const T* a, const T* b, T* c, int64_t m, int64_t n, int64_t k, bool trans_b, bool accumulate,
+             bool trans_a = false) {
+  if constexpr (std::is_same_v<T, uint16_t>) {
+    if (m == 0 || n == 0) return true;
+    if (k == 0) {  // an empty sum (oneDNN divides by the sizes)
+      if (!accumulate) std::memset(c, 0, sizeof(T) * m * n);
+      return true;
+    }
+    return !trans_a && onednn_gemm(DType::BFloat16, a, b, c, m, n, k, trans_b, accumulate ? 1.0f : 0.0f);
+  } else {
+    gemm(a, b, c, m, n, k, trans_b, accumulate ? T(1) : T(0), trans_a);
+    return true;
+  }
+}
+
+// Whether a GEMM or convolution runs in bfloat16 itself: every operand is bfloat16 (autocast's
+// linear layers and convolutions), instead of in float32 on converted copies.
+bool in_bfloat16(const Call& call) {
+  if (call.dtype != DType::BFloat16) return false;
+  for (const Array& a : call.inputs)
+    if (a.dtype() != DType::BFloat16) return false;
+  return true;
+}
+
+// The kernels below compute in gt (float32, float64 or bfloat16) with T its C++ type, and
+// return an undefined array when a bfloat16 GEMM or convolution is declined.
+template <class T>
+Array matmul_typed(const Call& call, DType gt) {
   Array a = call.inputs[0], b = call.inputs[1];
   // Treat 1-D operands as matrices, as torch.matmul does.
   std::vector<int64_t> sa = a.shape(), sb = b.shape();
@@ -52,7 +81,7 @@ Array matmul_typed(const Call& call) {
   // transposed by the GEMM, instead of being copied into row-major order on every call; so does
   // a transposed a (a weight gradient's x.t() @ grad).
   bool trans_b = b.dtype() == gt && is_transposed_contiguous(b, k, n);
-  bool trans_a = a.dtype() == gt && is_transposed_contiguous(a, m, k);
+  bool trans_a = gt != DType::BFloat16 && a.dtype() == gt && is_transposed_contiguous(a, m, k);
   Array ca = trans_a ? a : to_contiguous(a, gt);
   Array cb = trans_b ? b : to_contiguous(b, gt);
   // Contiguous views keep their storage offset (a row slice of a matrix is contiguous).
@@ -74,19 +103,22 @@ Array matmul_typed(const Call& call) {
       oa += idx * strides_a[d];
       ob += idx * strides_b[d];
     }
-    gemm(va.data_as<T>() + oa, vb.data_as<T>() + ob, c + i * m * n, m, n, k, trans_b, T(0), trans_a);
+    if (!gemm_in(va.data_as<T>() + oa, vb.data_as<T>() + ob, c + i * m * n, m, n, k, trans_b, false, trans_a))
+      return Array();  // the first GEMM: every batch has the same geometry
   }
   Array shaped = result.view(call.shape, Array::contiguous_strides(call.shape), 0);
   return deliver(call, shaped);
 }
 
 Array matmul(const Call& call) {
-  return gemm_dtype(call.dtype) == DType::Float64 ? matmul_typed<double>(call) : matmul_typed<float>(call);
+  if (in_bfloat16(call))
+    if (Array r = matmul_typed<uint16_t>(call, DType::BFloat16); r.defined()) return r;
+  DType gt = gemm_dtype(call.dtype);
+  return gt == DType::Float64 ? matmul_typed<double>(call, gt) : matmul_typed<float>(call, gt);
 }
 
 template <class T>
-Array linear_typed(const Call& call) {
-  DType gt = gemm_dtype(call.dtype);
+Array linear_typed(const Call& call, DType gt) {
   Array x = to_contiguous(call.inputs[0], gt), w = to_contiguous(call.inputs[1], gt);
   int64_t in = w.shape()[1], out_f = w.shape()[0], rows = 1;
   for (size_t i = 0; i + 1 < x.shape().size(); ++i) rows *= x.shape()[i];
@@ -97,12 +129,15 @@ Array linear_typed(const Call& call) {
     for (int64_t r = 0; r < rows; ++r)
       for (int64_t j = 0; j < out_f; ++j) c[r * out_f + j] = b.data_as<T>()[j];
   }
-  gemm(x.data_as<T>(), w.data_as<T>(), c, rows, out_f, in, true, call.inputs.size() == 3 ? T(1) : T(0));
+  if (!gemm_in(x.data_as<T>(), w.data_as<T>(), c, rows, out_f, in, true, call.inputs.size() == 3)) return Array();
   return deliver(call, result);
 }
 
 Array linear(const Call& call) {
-  return gemm_dtype(call.dtype) == DType::Float64 ? linear_typed<double>(call) : linear_typed<float>(call);
+  if (in_bfloat16(call))
+    if (Array r = linear_typed<uint16_t>(call, DType::BFloat16); r.defined()) return r;
+  DType gt = gemm_dtype(call.dtype);
+  return gt == DType::Float64 ? linear_typed<double>(call, gt) : linear_typed<float>(call, gt);
 }
 
 std::vector<int64_t> ints(const Call& call, const char* name) { return attr_ints(call.attrs, name); }
@@ -209,8 +244,7 @@ void conv_gemm(const ConvShape& cs, const T* x, const T* w, const T* bias, T* y,
 // of those as threads, each thread takes whole ones (its im2col and GEMM then run serially);
 // with fewer, each im2col and GEMM is split over the pool instead.
 template <class T>
-Array conv2d_typed(const Call& call) {
-  DType gt = gemm_dtype(call.dtype);
+Array conv2d_typed(const Call& call, DType gt) {
   Array x = to_contiguous(call.inputs[0], gt), w = to_contiguous(call.inputs[1], gt), b;
   if (call.inputs.size() == 3) b = to_contiguous(call.inputs[2], gt);
   ConvShape cs = conv_shape(call, x, w, call.shape[2], call.shape[3]);
@@ -221,26 +255,34 @@ Array conv2d_typed(const Call& call) {
   // reorders the weights (and input and output) into its blocked layouts on every call: in
   // ResNet-50 those reorders took 17 of the 23 ms its convolutions spent in oneDNN.
   const bool pointwise_gemm = cs.pointwise() && cs.groups == 1;
-  if constexpr (std::is_same_v<T, float>) {
-    if (!pointwise_gemm && cs.N * cs.O * cs.P() > 0 && onednn_conv2d(cs, xp, wp, bp, yp))
+  if constexpr (std::is_same_v<T, uint16_t>) {  // bfloat16: oneDNN's, every geometry, or none
+    if (cs.N * cs.O * cs.P() * cs.C == 0 || !onednn_conv2d(DType::BFloat16, cs, xp, wp, bp, yp)) return Array();
+    return deliver(call, result);
+  } else {
+    if constexpr (std::is_same_v<T, float>) {
+      if (!pointwise_gemm && cs.N * cs.O * cs.P() > 0 && onednn_conv2d(DType::Float32, cs, xp, wp, bp, yp))
+        return deliver(call, result);
+    }
+    if (cs.depthwise()) {
+      conv_depthwise(cs, xp, wp, bp, yp);
       return deliver(call, result);
-  }
-  if (cs.depthwise()) {
-    conv_depthwise(cs, xp, wp, bp, yp);
+    }
+    int64_t tasks = cs.N * cs.groups;
+    auto run = [&](int64_t lo, int64_t hi) {
+      std::vector<T> col;
+      for (int64_t t = lo; t < hi; ++t) conv_gemm(cs, xp, wp, bp, yp, t / cs.groups, t % cs.groups, col);
+    };
+    if (tasks >= num_threads()) parallel_for(tasks, 1, run);
+    else run(0, tasks);
     return deliver(call, result);
   }
-  int64_t tasks = cs.N * cs.groups;
-  auto run = [&](int64_t lo, int64_t hi) {
-    std::vector<T> col;
-    for (int64_t t = lo; t < hi; ++t) conv_gemm(cs, xp, wp, bp, yp, t / cs.groups, t % cs.groups, col);
-  };
-  if (tasks >= num_threads()) parallel_for(tasks, 1, run);
-  else run(0, tasks);
-  return deliver(call, result);
 }
 
 Array conv2d(const Call& call) {
-  return gemm_dtype(call.dtype) == DType::Float64 ? conv2d_typed<double>(call) : conv2d_typed<float>(call);
+  if (in_bfloat16(call))
+    if (Array r = conv2d_typed<uint16_t>(call, DType::BFloat16); r.defined()) return r;
+  DType gt = gemm_dtype(call.dtype);
+  return gt == DType::Float64 ? conv2d_typed<double>(call, gt) : conv2d_typed<float>(call, gt);
 }
 
 // Max-pool of a contiguous float32 or float64 input, typed and split over planes: the generic
@@ -298,6 +340,13 @@ Array pool(const Call& call) {
       max_pool_planes(x.data_as<float>(), out.data_as<float>(), planes, H, W, OH, OW, kernel, stride, pad, dil);
     else
       max_pool_planes(x.data_as<double>(), out.data_as<double>(), planes, H, W, OH, OW, kernel, stride, pad, dil);
+    return out;
+  }
+  if (is_max && H * W > 0 && (x.dtype() == DType::Float16 || x.dtype() == DType::BFloat16)) {
+    // In float32 (the max picks, so the rounding back is exact).
+    Array wide = to_contiguous(x, DType::Float32), wide_out = Array::empty(DType::Float32, out.shape());
+    max_pool_planes(wide.data_as<float>(), wide_out.data_as<float>(), planes, H, W, OH, OW, kernel, stride, pad, dil);
+    copy_into(wide_out, out);
     return out;
   }
   bool as_int = !is_floating(x.dtype());

@@ -88,7 +88,7 @@ bool input_grad_as_convolution(const ConvShape& cs, const float* w, const float*
       for (int64_t t = 0; t < cs.KH * cs.KW; ++t)
         flipped[(c * cs.O + o) * cs.KH * cs.KW + (cs.KH * cs.KW - 1 - t)] = w[(o * cs.C + c) * cs.KH * cs.KW + t];
   ConvShape back{cs.N, cs.O, cs.OH, cs.OW, cs.C, cs.O, cs.KH, cs.KW, cs.H, cs.W, 1, cs.C, {1, 1}, pad, {1, 1}, pad_end};
-  return onednn_conv2d(back, dy, flipped.data(), nullptr, dx);
+  return onednn_conv2d(DType::Float32, back, dy, flipped.data(), nullptr, dx);
 }
 
 // Depthwise convolutions (one input channel a group) directly, a channel a task: a GEMM per

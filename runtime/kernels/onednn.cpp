@@ -47,9 +47,13 @@ std::shared_ptr<const Plan> cached(const std::vector<int64_t>& key,
   return it->second;
 }
 
-std::vector<int64_t> conv_key(const ConvShape& c, bool bias) {
+// The oneDNN type of ember's float32 or bfloat16.
+memory::data_type data_type(DType t) { return t == DType::BFloat16 ? memory::data_type::bf16 : memory::data_type::f32; }
+
+std::vector<int64_t> conv_key(const ConvShape& c, bool bias, DType t) {
   std::vector<int64_t> k{c.N, c.C, c.H, c.W, c.O, c.KH, c.KW, c.OH, c.OW, c.groups, bias};
   for (const auto* v : {&c.stride, &c.pad, &c.dil, &c.pad_end}) k.insert(k.end(), v->begin(), v->end());
+  k.push_back(static_cast<int64_t>(t));
   return k;
 }
 
@@ -101,7 +105,7 @@ void prefer_direct_jit(dnnl::convolution_forward::primitive_desc& pd) {
 }
 
 std::unique_ptr<ConvPlan> make_conv(const std::vector<int64_t>& key) {
-  using dt = memory::data_type;
+  const memory::data_type dt = data_type(static_cast<DType>(key.back()));
   const ConvShape c = conv_of_key(key);
   const bool bias = key[10] != 0;
   auto plan = std::make_unique<ConvPlan>();
@@ -109,8 +113,8 @@ std::unique_ptr<ConvPlan> make_conv(const std::vector<int64_t>& key) {
   // oneDNN's dilation counts the gaps between taps (0 for a dense window).
   memory::dims strides{c.stride[0], c.stride[1]}, dilation{c.dil[0] - 1, c.dil[1] - 1};
   memory::dims pad_l{c.pad[0], c.pad[1]}, pad_r{c.pad_end[0], c.pad_end[1]};
-  auto any = [](const memory::dims& d) { return memory::desc(d, dt::f32, Tag::any); };
-  memory::desc bias_desc = bias ? memory::desc({c.O}, dt::f32, Tag::x) : memory::desc();
+  auto any = [&](const memory::dims& d) { return memory::desc(d, dt, Tag::any); };
+  memory::desc bias_desc = bias ? memory::desc({c.O}, dt, Tag::x) : memory::desc();
   auto desc = dnnl::convolution_forward::desc(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,
                                               any(src), any(wts), bias_desc, any(dst), strides, dilation, pad_l,
                                               pad_r);
@@ -119,9 +123,9 @@ std::unique_ptr<ConvPlan> make_conv(const std::vector<int64_t>& key) {
   auto pd = dnnl::convolution_forward::primitive_desc(desc, attr, cpu_engine());
   prefer_direct_jit(pd);
   plan->conv = dnnl::convolution_forward(pd);
-  plan->src = layout(memory::desc(src, dt::f32, Tag::nchw), pd.src_desc());
-  plan->weights = layout(memory::desc(wts, dt::f32, c.groups == 1 ? Tag::oihw : Tag::goihw), pd.weights_desc());
-  plan->dst = layout(memory::desc(dst, dt::f32, Tag::nchw), pd.dst_desc());
+  plan->src = layout(memory::desc(src, dt, Tag::nchw), pd.src_desc());
+  plan->weights = layout(memory::desc(wts, dt, c.groups == 1 ? Tag::oihw : Tag::goihw), pd.weights_desc());
+  plan->dst = layout(memory::desc(dst, dt, Tag::nchw), pd.dst_desc());
   plan->bias = bias_desc;
   plan->scratchpad = pd.scratchpad_desc();
   return plan;
@@ -134,14 +138,14 @@ struct GemmPlan {
 };
 
 std::unique_ptr<GemmPlan> make_gemm(const std::vector<int64_t>& key) {
-  using dt = memory::data_type;
+  const memory::data_type dt = data_type(static_cast<DType>(key[5]));
   int64_t m = key[0], n = key[1], k = key[2];
   bool trans_b = key[3] != 0;
   float beta = key[4] ? 1.0f : 0.0f;
   auto plan = std::make_unique<GemmPlan>();
-  plan->a = memory::desc({m, k}, dt::f32, memory::dims{k, 1});
-  plan->b = memory::desc({k, n}, dt::f32, trans_b ? memory::dims{1, k} : memory::dims{n, 1});
-  plan->c = memory::desc({m, n}, dt::f32, memory::dims{n, 1});
+  plan->a = memory::desc({m, k}, dt, memory::dims{k, 1});
+  plan->b = memory::desc({k, n}, dt, trans_b ? memory::dims{1, k} : memory::dims{n, 1});
+  plan->c = memory::desc({m, n}, dt, memory::dims{n, 1});
   dnnl::primitive_attr attr;
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
   if (beta != 0.0f) {
@@ -156,8 +160,8 @@ std::unique_ptr<GemmPlan> make_gemm(const std::vector<int64_t>& key) {
 }
 
 // Ember's array `data` in the primitive's layout: itself, or reordered into `buffer`.
-memory blocked(const Layout& l, const float* data, std::vector<float>& buffer, dnnl::stream& stream) {
-  memory user(l.user, cpu_engine(), const_cast<float*>(data));
+memory blocked(const Layout& l, const void* data, std::vector<float>& buffer, dnnl::stream& stream) {
+  memory user(l.user, cpu_engine(), const_cast<void*>(data));
   if (!l.to_blocked) return user;
   buffer.resize(l.blocked.get_size() / sizeof(float) + 1);
   memory out(l.blocked, cpu_engine(), buffer.data());
@@ -172,25 +176,25 @@ dnnl::stream& thread_stream() {
   return stream;
 }
 
-bool onednn_gemm(const float* a, const float* b, float* c, int64_t m, int64_t n, int64_t k, bool trans_b,
+bool onednn_gemm(DType t, const void* a, const void* b, void* c, int64_t m, int64_t n, int64_t k, bool trans_b,
                  float beta) {
   if (beta != 0.0f && beta != 1.0f) return false;
   OpenMPThreads threads;
-  std::shared_ptr<const GemmPlan> plan = cached({m, n, k, trans_b, beta != 0.0f}, make_gemm);
+  std::shared_ptr<const GemmPlan> plan = cached({m, n, k, trans_b, beta != 0.0f, static_cast<int64_t>(t)}, make_gemm);
   if (!plan) return false;
   std::vector<char> scratchpad(plan->scratchpad.get_size());
   dnnl::engine& e = cpu_engine();
-  plan->matmul.execute(thread_stream(), {{DNNL_ARG_SRC, memory(plan->a, e, const_cast<float*>(a))},
-                                         {DNNL_ARG_WEIGHTS, memory(plan->b, e, const_cast<float*>(b))},
+  plan->matmul.execute(thread_stream(), {{DNNL_ARG_SRC, memory(plan->a, e, const_cast<void*>(a))},
+                                         {DNNL_ARG_WEIGHTS, memory(plan->b, e, const_cast<void*>(b))},
                                          {DNNL_ARG_DST, memory(plan->c, e, c)},
                                          {DNNL_ARG_SCRATCHPAD, memory(plan->scratchpad, e, scratchpad.data())}});
   thread_stream().wait();
   return true;
 }
 
-bool onednn_conv2d(const ConvShape& c, const float* x, const float* w, const float* bias, float* y) {
+bool onednn_conv2d(DType t, const ConvShape& c, const void* x, const void* w, const void* bias, void* y) {
   OpenMPThreads threads;
-  std::shared_ptr<const ConvPlan> plan = cached(conv_key(c, bias != nullptr), make_conv);
+  std::shared_ptr<const ConvPlan> plan = cached(conv_key(c, bias != nullptr, t), make_conv);
   if (!plan) return false;
   dnnl::stream& stream = thread_stream();
   thread_local std::vector<float> src_buf, weight_buf, dst_buf;
@@ -205,7 +209,7 @@ bool onednn_conv2d(const ConvShape& c, const float* x, const float* w, const flo
                                        {DNNL_ARG_WEIGHTS, blocked(plan->weights, w, weight_buf, stream)},
                                        {DNNL_ARG_DST, dst},
                                        {DNNL_ARG_SCRATCHPAD, memory(plan->scratchpad, cpu_engine(), scratchpad.data())}};
-  if (bias) args.emplace(DNNL_ARG_BIAS, memory(plan->bias, cpu_engine(), const_cast<float*>(bias)));
+  if (bias) args.emplace(DNNL_ARG_BIAS, memory(plan->bias, cpu_engine(), const_cast<void*>(bias)));
   plan->conv.execute(stream, args);
   if (plan->dst.to_user) plan->dst.to_user->execute(stream, dst, user_dst);
   stream.wait();

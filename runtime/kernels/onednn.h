@@ -1,4 +1,4 @@
-// float32 GEMM and convolution through oneDNN (see docs/dependencies.md). A primitive (a JIT
+// float32 and bfloat16 GEMM and convolution through oneDNN (see docs/dependencies.md). A primitive (a JIT
 // compile, 0.1-2 ms) is made once per geometry and kept. Convolution kernels work on blocked
 // layouts (nChw8c, nChw16c), so each call reorders the NCHW input and weights into the layouts
 // the primitive chose and the output back: measured here, that is still 1.4-6x faster than
@@ -7,16 +7,20 @@
 
 #include <cstdint>
 
+#include "ir/dtype.h"
 #include "runtime/kernels/conv_shape.h"
 
 namespace ember::kernels {
 
 // C[m, n] = A[m, k] @ B (B is [k, n], or [n, k] read transposed when trans_b) + beta * C; all
-// contiguous float32. Returns false (and writes nothing) when oneDNN has no kernel for it.
-bool onednn_gemm(const float* a, const float* b, float* c, int64_t m, int64_t n, int64_t k, bool trans_b, float beta);
+// contiguous, of dtype t (float32 or bfloat16; bfloat16 accumulates in float32 and rounds once).
+// Returns false (and writes nothing) when oneDNN has no kernel for it.
+bool onednn_gemm(DType t, const void* a, const void* b, void* c, int64_t m, int64_t n, int64_t k, bool trans_b,
+                 float beta);
 
 // y[N, O, OH, OW] = conv(x[N, C, H, W], w[O, C / groups, KH, KW]) + bias (when not null); all
-// contiguous float32. Returns false (and writes nothing) when oneDNN has no kernel for it.
-bool onednn_conv2d(const ConvShape& cs, const float* x, const float* w, const float* bias, float* y);
+// contiguous, of dtype t as for onednn_gemm. Returns false (and writes nothing) when oneDNN has
+// no kernel for it.
+bool onednn_conv2d(DType t, const ConvShape& cs, const void* x, const void* w, const void* bias, void* y);
 
 }  // namespace ember::kernels

@@ -700,9 +700,15 @@ def _native_layer_norm(cx, x, normalized_shape, weight, bias, eps):
 @lowering("aten._native_batch_norm_legit_no_training.default")
 def _batch_norm_inference(cx, x, weight, bias, running_mean, running_var, momentum, eps):
     channels = [x.shape[1]]
-    weight = weight if weight is not None else cx.full(channels, 1.0, x.dtype)
-    bias = bias if bias is not None else cx.full(channels, 0.0, x.dtype)
-    out = cx.op("batch_norm", [x, running_mean, running_var, weight, bias], {"eps": float(eps)})
+    # A float16/bfloat16 input with float32 statistics (autocast's convolutions feed float32
+    # norms) is normalised in float32 and rounded once, as eager does.
+    mixed = x.dtype in ("f16", "bf16") and running_mean.dtype == "f32"
+    xc = cx.op("cast", [x], {"dtype": "f32"}) if mixed else x
+    weight = weight if weight is not None else cx.full(channels, 1.0, xc.dtype)
+    bias = bias if bias is not None else cx.full(channels, 0.0, xc.dtype)
+    out = cx.op("batch_norm", [xc, running_mean, running_var, weight, bias], {"eps": float(eps)})
+    if mixed:
+        out = cx.op("cast", [out], {"dtype": x.dtype})
     # The saved mean and rstd of inference batch norm are empty tensors.
     empty = cx.full([0], 0.0, x.dtype)
     return [out, empty, empty]

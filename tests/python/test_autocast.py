@@ -1,0 +1,72 @@
+"""Models under torch.autocast("cpu", dtype=torch.bfloat16), as PyTorch's CPU benchmarks run them:
+their convolutions and linear layers come to ember in bfloat16, with float32 norms. ember runs
+them in bfloat16 itself (oneDNN, accumulating in float32 as eager's kernels do), and a batch
+norm of a bfloat16 input with float32 statistics is lowered, not a torch call. TESTING.md's
+model rule with the float16/bfloat16 factor: within 3x eager's RMSE against float64."""
+import copy
+
+import pytest
+import torch
+import torch.nn as nn
+
+import ember
+from conftest import assert_compiled
+
+
+class ConvNet(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.body = nn.Sequential(
+            nn.Conv2d(3, 16, 3, padding=1), nn.BatchNorm2d(16), nn.ReLU(), nn.MaxPool2d(2),
+            nn.Conv2d(16, 32, 3, stride=2, padding=1, bias=False), nn.BatchNorm2d(32), nn.ReLU(),
+            nn.Conv2d(32, 32, 1), nn.BatchNorm2d(32), nn.ReLU6(),
+            nn.Conv2d(32, 32, 3, padding=1, groups=32), nn.BatchNorm2d(32), nn.ReLU(),
+            nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(32, 10))
+        for m in self.modules():  # trained-like statistics, so the norms do not shrink everything
+            if isinstance(m, nn.BatchNorm2d):
+                m.running_mean.uniform_(-0.5, 0.5)
+                m.running_var.uniform_(0.5, 2.0)
+                m.weight.data.uniform_(0.5, 1.5)
+
+    def forward(self, x):
+        return self.body(x)
+
+
+def transformer():
+    return nn.TransformerEncoderLayer(64, 4, 128, dropout=0.0, batch_first=True)
+
+
+@pytest.fixture
+def no_mha_fastpath():
+    """Eager's fused transformer-layer kernel, which Dynamo does not take (torch.compile's output
+    differs from it in dtype under autocast), off for the eager run."""
+    torch.backends.mha.set_fastpath_enabled(False)
+    yield
+    torch.backends.mha.set_fastpath_enabled(True)
+
+
+def rmse(a, ref):
+    return (a.double() - ref.double()).pow(2).mean().sqrt().item()
+
+
+@pytest.mark.parametrize("mode", ["default", "reduce-overhead"])
+@pytest.mark.parametrize("build,shape", [(ConvNet, (2, 3, 32, 32)), (transformer, (2, 24, 64))],
+                         ids=["convnet", "transformer"])
+def test_bfloat16_autocast_inference_matches_eager(build, shape, mode, no_mha_fastpath):
+    torch.manual_seed(0)
+    model = build().eval()
+    x = torch.randn(shape)
+    with torch.no_grad():
+        reference64 = copy.deepcopy(model).double()(x.double())
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            expected = model(x)
+            compiled = ember.compile(model, mode=mode)
+            actual = compiled(x)
+            again = compiled(x)
+    assert actual.dtype == expected.dtype and actual.shape == expected.shape
+    assert torch.equal(actual, again)
+    assert rmse(actual, reference64) <= 3 * rmse(expected, reference64) + 1e-5, \
+        f"{rmse(actual, reference64):.3g} vs eager {rmse(expected, reference64):.3g}"
+    report = assert_compiled(compiled)
+    if build is ConvNet:  # every op lowered: the norms of bfloat16 activations too
+        assert all(g.lowered_share == 1.0 for g in report.graphs), report.text()
