@@ -11,10 +11,14 @@
 
 namespace ember::codegen::cpu {
 
+// 16 lanes when every value the vector loop computes fits 32 bits, else 8 (a 512-bit register of
+// 64-bit lanes). An input broadcast along the last dim does not count: it is one scalar for the
+// whole loop (a float64 Python constant of a float32 kernel), converted once.
 int vector_width(const KernelSpec& spec) {
   bool wide = false;
-  for (const KernelInput& in : spec.inputs) wide = wide || register_type(in.dtype) != "f32";
-  for (const KernelInstr& b : spec.body) wide = wide || register_type(b.dtype) != "f32";
+  for (const KernelInput& in : spec.inputs) wide = wide || (register_type(in.dtype) != "f32" && !in.broadcast.back());
+  for (const KernelInstr& b : spec.body)
+    wide = wide || register_type(b.dtype) != "f32" || register_type(b.compute) != "f32";
   return wide ? 8 : 16;
 }
 

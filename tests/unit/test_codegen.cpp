@@ -16,6 +16,7 @@
 #include <cmath>
 
 #include "codegen/cpu/cpu_kernel.h"
+#include "codegen/cpu/emit_kernel.h"
 #include "codegen/kernel_spec.h"
 #include "codegen/plan.h"
 #include "passes/fuse.h"
@@ -536,4 +537,27 @@ TEST_CASE("generated erf: float32 within 1e-6 of float64 on a dense sweep, never
     REQUIRE(std::abs(got) <= 1.0);
   }
   CHECK(worst <= 1e-6);
+}
+
+TEST_CASE("vector width: 16 lanes unless a value of the loop is 64 bits wide; a broadcast scalar does not count",
+          "[codegen]") {
+  auto width = [](const char* text) { return codegen::cpu::vector_width(codegen::parse_kernel_spec(text)); };
+  // A float64 Python constant of a bfloat16 chain: one scalar for the loop.
+  CHECK(width(R"(kernel rank=2 {
+  %0 = load in0 : bf16[*, *]
+  %1 = load in1 : f64[1, 1]
+  %2 = mul(%0, %1) : bf16 compute=f32
+  store out0 = %2
+})") == 16);
+  CHECK(width(R"(kernel rank=2 {
+  %0 = load in0 : f32[*, *]
+  %1 = load in1 : f64[1, *]
+  %2 = mul(%0, %1) : f32 compute=f32
+  store out0 = %2
+})") == 8);
+  CHECK(width(R"(kernel rank=1 {
+  %0 = load in0 : f32[*]
+  %1 = cast(%0) {dtype=f64} : f64 compute=f64
+  store out0 = %1
+})") == 8);
 }
