@@ -78,7 +78,11 @@ bool converted_directly(const Array& src, const Array& dst) {
   return true;
 }
 
-void copy_serial(const Array& src, const Array& dst) {
+void copy_serial(const Array& src_in, const Array& dst_in) {
+  // Both contiguous: one row, however many dims (rows of a [512, 512, 3, 3] weight are 3 long).
+  const bool flat = src_in.rank() > 1 && src_in.is_contiguous() && dst_in.is_contiguous();
+  const Array src = flat ? src_in.view({src_in.numel()}, {1}, src_in.offset()) : src_in;
+  const Array dst = flat ? dst_in.view({dst_in.numel()}, {1}, dst_in.offset()) : dst_in;
   DType from = src.dtype(), to = dst.dtype();
   size_t size = itemsize(from);
   std::array<std::vector<int64_t>, 2> strides{src.strides(), dst.strides()};

@@ -698,11 +698,15 @@ def _native_layer_norm(cx, x, normalized_shape, weight, bias, eps):
 
 
 @lowering("aten._native_batch_norm_legit_no_training.default")
+def _mixed_norm(x, stats):
+    """A float16/bfloat16 input of a batch norm with float32 statistics: autocast's convolutions
+    feed float32 norms. eager normalises it in float32 and rounds once."""
+    return x.dtype in ("f16", "bf16") and stats is not None and stats.dtype == "f32"
+
+
 def _batch_norm_inference(cx, x, weight, bias, running_mean, running_var, momentum, eps):
     channels = [x.shape[1]]
-    # A float16/bfloat16 input with float32 statistics (autocast's convolutions feed float32
-    # norms) is normalised in float32 and rounded once, as eager does.
-    mixed = x.dtype in ("f16", "bf16") and running_mean.dtype == "f32"
+    mixed = _mixed_norm(x, running_mean)
     xc = cx.op("cast", [x], {"dtype": "f32"}) if mixed else x
     weight = weight if weight is not None else cx.full(channels, 1.0, xc.dtype)
     bias = bias if bias is not None else cx.full(channels, 0.0, xc.dtype)
@@ -749,10 +753,18 @@ def _batch_norm_training(cx, x, weight, bias, running_mean, running_var, trainin
     if not training:
         raise Unsupported("functional batch norm outside training")
     channels = [x.shape[1]]
-    weight = weight if weight is not None else cx.full(channels, 1.0, x.dtype)
-    bias = bias if bias is not None else cx.full(channels, 0.0, x.dtype)
-    return cx.op_multi("native_batch_norm", [x, weight, bias, running_mean, running_var],
-                       {"momentum": float(momentum), "eps": float(eps)})
+    # A float16/bfloat16 input with float32 statistics (autocast) is normalised in float32. The
+    # saved mean and rstd then have the input's dtype, as PyTorch's meta kernel declares them
+    # (its CPU kernel gives float32); the backward recomputes them from x.
+    mixed = _mixed_norm(x, running_mean)
+    xc = cx.op("cast", [x], {"dtype": "f32"}) if mixed else x
+    weight = weight if weight is not None else cx.full(channels, 1.0, xc.dtype)
+    bias = bias if bias is not None else cx.full(channels, 0.0, xc.dtype)
+    out = cx.op_multi("native_batch_norm", [xc, weight, bias, running_mean, running_var],
+                      {"momentum": float(momentum), "eps": float(eps)})
+    if mixed:
+        out = [cx.op("cast", [v], {"dtype": x.dtype}) for v in out[:3]] + list(out[3:])
+    return out
 
 
 @lowering("aten.native_batch_norm_backward.default")
@@ -763,7 +775,7 @@ def _batch_norm_backward(cx, dy, x, weight, running_mean, running_var, save_mean
     in float32). Those sums cancel, and in float32 over 32768 values a channel the weight and
     bias gradients had twice eager's error. Reading x and dy once either way, the wider sums
     cost no memory traffic."""
-    if x.dtype not in ("f32", "f64") or dy.dtype != x.dtype or len(x.shape) < 2:
+    if x.dtype not in ("f16", "bf16", "f32", "f64") or dy.dtype != x.dtype or len(x.shape) < 2:
         raise Unsupported("batch norm gradients of other dtypes or ranks")
     rank = len(x.shape)
     axes = [0] + list(range(2, rank))
@@ -781,7 +793,14 @@ def _batch_norm_backward(cx, dy, x, weight, running_mean, running_var, save_mean
     def summed(v):
         return cx.op("sum", [v], {"axes": axes, "keepdim": False})
 
-    if train:
+    if train and save_mean.dtype in ("f16", "bf16"):  # autocast: saved rounded, so recomputed
+        x64 = wide(x)
+        n = cx.graph.scalar(count, "f64")
+        mean = cx.op("div", [summed(x64), n])
+        deviation = cx.op("sub", [x64, per_channel(mean)])
+        var = cx.op("div", [summed(cx.op("mul", [deviation, deviation])), n])
+        invstd = cx.op("rsqrt", [cx.op("add", [var, cx.graph.scalar(float(eps), "f64")])])
+    elif train:
         mean, invstd = wide(save_mean), wide(save_invstd)
     else:
         mean = wide(running_mean)
