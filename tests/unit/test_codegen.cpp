@@ -539,7 +539,7 @@ TEST_CASE("generated erf: float32 within 1e-6 of float64 on a dense sweep, never
   CHECK(worst <= 1e-6);
 }
 
-TEST_CASE("vector width: 16 lanes unless a value of the loop is 64 bits wide; a broadcast scalar does not count",
+TEST_CASE("vector width: 16 lanes unless a value of the loop is 64 bits wide, a broadcast scalar does not count",
           "[codegen]") {
   auto width = [](const char* text) { return codegen::cpu::vector_width(codegen::parse_kernel_spec(text)); };
   // A float64 Python constant of a bfloat16 chain: one scalar for the loop.
