@@ -70,3 +70,33 @@ def test_bfloat16_autocast_inference_matches_eager(build, shape, mode, no_mha_fa
     report = assert_compiled(compiled)
     if build is ConvNet:  # every op lowered: the norms of bfloat16 activations too
         assert all(g.lowered_share == 1.0 for g in report.graphs), report.text()
+
+
+def test_bfloat16_autocast_training_step_matches_eager():
+    """The batch norms of bfloat16 activations are lowered in training too: PyTorch's meta kernel
+    declares their saved statistics bfloat16 (its CPU kernel gives float32, which its backward
+    requires), so the backward recomputes them from x."""
+    torch.manual_seed(0)
+    model = ConvNet().train()
+    model64 = copy.deepcopy(model).double()
+    x = torch.randn(4, 3, 16, 16)
+
+    def step(m, inp, amp):
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=amp):
+            out = m(inp)
+        out.float().pow(2).mean().backward()
+        grads = [p.grad.clone() for p in m.parameters()]
+        for p in m.parameters():
+            p.grad = None
+        return grads
+
+    reference64 = step(model64, x.double(), amp=False)
+    compiled = ember.compile(copy.deepcopy(model))
+    actual = step(compiled, x, amp=True)
+    expected = step(model, x, amp=True)
+    for name, a, e, r in zip([n for n, _ in model.named_parameters()], actual, expected, reference64):
+        assert a.dtype == e.dtype and a.shape == e.shape
+        assert rmse(a, r) <= 3 * rmse(e, r) + 1e-5 * r.abs().max().item(), \
+            f"{name}: {rmse(a, r):.3g} vs eager {rmse(e, r):.3g}"
+    report = assert_compiled(compiled)
+    assert "batch_norm" not in report.text(), report.text()  # (max pooling with indices is a torch call)

@@ -697,13 +697,13 @@ def _native_layer_norm(cx, x, normalized_shape, weight, bias, eps):
     return cx.op_multi("native_layer_norm", [x, weight, bias], {"ndim": ndim, "eps": float(eps)})
 
 
-@lowering("aten._native_batch_norm_legit_no_training.default")
 def _mixed_norm(x, stats):
     """A float16/bfloat16 input of a batch norm with float32 statistics: autocast's convolutions
     feed float32 norms. eager normalises it in float32 and rounds once."""
     return x.dtype in ("f16", "bf16") and stats is not None and stats.dtype == "f32"
 
 
+@lowering("aten._native_batch_norm_legit_no_training.default")
 def _batch_norm_inference(cx, x, weight, bias, running_mean, running_var, momentum, eps):
     channels = [x.shape[1]]
     mixed = _mixed_norm(x, running_mean)
