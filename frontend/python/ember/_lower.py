@@ -692,15 +692,20 @@ def _pair(v):
 def _native_layer_norm(cx, x, normalized_shape, weight, bias, eps):
     ndim = len(normalized_shape)
     shape = x.shape[len(x.shape) - ndim:]
-    weight = weight if weight is not None else cx.full(shape, 1.0, x.dtype)
-    bias = bias if bias is not None else cx.full(shape, 0.0, x.dtype)
-    return cx.op_multi("native_layer_norm", [x, weight, bias], {"ndim": ndim, "eps": float(eps)})
+    mixed = _mixed_norm(x, weight) or _mixed_norm(x, bias)
+    xc = cx.op("cast", [x], {"dtype": "f32"}) if mixed else x
+    weight = weight if weight is not None else cx.full(shape, 1.0, xc.dtype)
+    bias = bias if bias is not None else cx.full(shape, 0.0, xc.dtype)
+    out = cx.op_multi("native_layer_norm", [xc, weight, bias], {"ndim": ndim, "eps": float(eps)})
+    # The mean and rstd in the input's dtype, as PyTorch's meta kernel declares them.
+    return [cx.op("cast", [v], {"dtype": x.dtype}) for v in out] if mixed else out
 
 
-def _mixed_norm(x, stats):
-    """A float16/bfloat16 input of a batch norm with float32 statistics: autocast's convolutions
-    feed float32 norms. eager normalises it in float32 and rounds once."""
-    return x.dtype in ("f16", "bf16") and stats is not None and stats.dtype == "f32"
+def _mixed_norm(x, param):
+    """A float16/bfloat16 input of a norm with float32 parameters or statistics (autocast's
+    linear layers and convolutions feed float32 norms): eager normalises it in float32 and
+    rounds once."""
+    return x.dtype in ("f16", "bf16") and param is not None and param.dtype == "f32"
 
 
 @lowering("aten._native_batch_norm_legit_no_training.default")
