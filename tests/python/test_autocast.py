@@ -105,3 +105,55 @@ def test_bfloat16_autocast_training_step_matches_eager():
             f"{name}: {rmse(a, r):.3g} vs eager {rmse(e, r):.3g}"
     report = assert_compiled(compiled)
     assert "batch_norm" not in report.text(), report.text()  # (max pooling with indices is a torch call)
+
+
+@pytest.mark.parametrize("dynamic", [None, True])
+def test_bfloat16_batch_norm_backward_without_input_gradient_or_with_new_sizes(dynamic):
+    """The backward's lowering covers symbolic sizes and a frozen layer in front (no input
+    gradient): as a torch call it got the statistics rounded to bfloat16, which PyTorch's kernel
+    rejects ("mixed dtype")."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(3, 8, 3), nn.BatchNorm2d(8), nn.ReLU())
+    model[0].requires_grad_(False)
+    compiled = ember.compile(copy.deepcopy(model), dynamic=dynamic)
+    for batch in (8, 5):
+        x = torch.randn(batch, 3, 12, 12)
+        grads = []
+        for m in (model, compiled):
+            with torch.autocast("cpu", dtype=torch.bfloat16):
+                y = m(x)
+            y.float().pow(2).mean().backward()
+            grads.append([p.grad.clone() for p in m.parameters() if p.grad is not None])
+            m.zero_grad()
+        for e, a in zip(*grads):
+            torch.testing.assert_close(a, e, rtol=2e-2, atol=1e-3)
+
+
+def test_bfloat16_layer_norm_gradients_on_offset_rows_as_accurate_as_eager():
+    """Under autocast PyTorch's meta rounds the saved mean to bfloat16; with rows at an offset,
+    x - mean then lost its digits (10-35x eager's error in the weight's gradient)."""
+    torch.manual_seed(0)
+    d = 64
+    x0 = (torch.randn(16, d) + 100).bfloat16()
+    w0, b0, g = torch.randn(d), torch.randn(d), torch.randn(16, d, dtype=torch.float64)
+
+    def grads(fn, dtype=None):
+        x, w, b = (t.clone() if dtype is None else t.to(dtype) for t in (x0, w0, b0))
+        for t in (x, w, b):
+            t.requires_grad_()
+        (fn(x, w, b).double() * g).sum().backward()
+        return x.grad.double(), w.grad.double()
+
+    layer_norm = lambda x, w, b: nn.functional.layer_norm(x, (d,), w, b)  # noqa: E731
+    reference = grads(layer_norm, torch.float64)
+    for e, a, r in zip(grads(layer_norm), grads(ember.compile(layer_norm)), reference):
+        assert rmse(a, r) <= 3 * rmse(e, r), f"{rmse(a, r):.3g} vs eager {rmse(e, r):.3g}"
+
+
+def test_addmm_of_mixed_dtypes_raises_as_in_eager():
+    x, w, b = torch.randn(3, 4).bfloat16(), torch.randn(2, 4).bfloat16(), torch.randn(2)
+    fn = lambda x, w, b: nn.functional.linear(x, w, b)  # noqa: E731
+    with pytest.raises(RuntimeError, match="same dtype"):
+        fn(x, w, b)
+    with pytest.raises(RuntimeError, match="same dtype"):
+        ember.compile(fn)(x, w, b)

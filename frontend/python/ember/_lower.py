@@ -600,6 +600,8 @@ def _mm(cx, a, b):
 
 @lowering("aten.addmm.default")
 def _addmm(cx, bias, a, b, beta=1, alpha=1):
+    if not (bias.dtype == a.dtype == b.dtype):  # eager raises ("must have the same dtype"): so does the torch call
+        raise Unsupported("addmm of mixed dtypes")
     out = _scaled(cx, cx.op("matmul", [a, b]), alpha)
     return cx.op("add", [_scaled(cx, bias, beta), out]) if beta != 0 else out
 
@@ -701,6 +703,47 @@ def _native_layer_norm(cx, x, normalized_shape, weight, bias, eps):
     return [cx.op("cast", [v], {"dtype": x.dtype}) for v in out] if mixed else out
 
 
+@lowering("aten.native_layer_norm_backward.default")
+def _layer_norm_backward(cx, dy, x, normalized_shape, mean, rstd, weight, bias, output_mask):
+    """Layer norm's gradients over the last len(normalized_shape) dims, in float32 (float64 for
+    float64), as eager's kernel computes them. Under autocast the saved mean and rstd are rounded
+    to the input's 16-bit dtype (PyTorch's meta declares them so; its CPU kernel keeps float32),
+    and PyTorch's decomposition of this op then had 10-35x eager's error in the weight's
+    gradient on rows with an offset: the mean is recomputed from x instead."""
+    if dy.dtype != x.dtype or x.dtype not in ("f16", "bf16", "f32", "f64"):
+        raise Unsupported("layer norm gradients of other dtypes")
+    ndim, rank = len(normalized_shape), len(x.shape)
+    inner = list(range(rank - ndim, rank))
+    outer = list(range(rank - ndim))
+    c = "f64" if x.dtype == "f64" else "f32"
+
+    def up(v):
+        return v if v.dtype == c else cx.op("cast", [v], {"dtype": c})
+
+    def averaged(v):  # over the normalised dims, kept
+        return cx.op("mean", [v], {"axes": inner, "keepdim": True})
+
+    xc, dyc = up(x), up(dy)
+    # A rounded mean is what hurts: on rows with an offset, x - mean loses its digits. A rounded
+    # rstd is a relative error of the input's own precision (eps, which the backward is not given,
+    # would be needed to recompute it).
+    mean = averaged(xc) if mean.dtype in ("f16", "bf16") else up(mean)
+    rstd = up(rstd)
+    xhat = cx.op("mul", [cx.op("sub", [xc, mean]), rstd])
+    g = dyc if weight is None else cx.op("mul", [dyc, up(weight)])
+    grad_x = cx.op("mul", [rstd, cx.op("sub", [cx.op("sub", [g, averaged(g)]),
+                                                cx.op("mul", [xhat, averaged(cx.op("mul", [g, xhat]))])])])
+    grad_x = cx.op("cast", [grad_x], {"dtype": x.dtype}) if grad_x.dtype != x.dtype else grad_x
+
+    def batch_sum(v, like):
+        total = cx.op("sum", [v], {"axes": outer, "keepdim": False}) if outer else v
+        return cx.op("cast", [total], {"dtype": like.dtype}) if total.dtype != like.dtype else total
+
+    grad_w = batch_sum(cx.op("mul", [dyc, xhat]), weight) if weight is not None else None
+    grad_b = batch_sum(dyc, bias) if bias is not None else None
+    return [grad_x, grad_w, grad_b]
+
+
 def _mixed_norm(x, param):
     """A float16/bfloat16 input of a norm with float32 parameters or statistics (autocast's
     linear layers and convolutions feed float32 norms): eager normalises it in float32 and
@@ -784,10 +827,6 @@ def _batch_norm_backward(cx, dy, x, weight, running_mean, running_var, save_mean
         raise Unsupported("batch norm gradients of other dtypes or ranks")
     rank = len(x.shape)
     axes = [0] + list(range(2, rank))
-    sizes = [x.shape[d] for d in axes]
-    if not all(isinstance(d, int) for d in sizes):
-        raise Unsupported("batch norm gradients over symbolic sizes")
-    count = float(math.prod(sizes))
 
     def wide(v):
         return cx.op("cast", [v], {"dtype": "f64"})
@@ -798,12 +837,14 @@ def _batch_norm_backward(cx, dy, x, weight, running_mean, running_var, save_mean
     def summed(v):
         return cx.op("sum", [v], {"axes": axes, "keepdim": False})
 
+    def averaged(v):  # over (N, H, W), whose count may be symbolic
+        return cx.op("mean", [v], {"axes": axes, "keepdim": False})
+
     if train and save_mean.dtype in ("f16", "bf16"):  # autocast: saved rounded, so recomputed
         x64 = wide(x)
-        n = cx.graph.scalar(count, "f64")
-        mean = cx.op("div", [summed(x64), n])
+        mean = averaged(x64)
         deviation = cx.op("sub", [x64, per_channel(mean)])
-        var = cx.op("div", [summed(cx.op("mul", [deviation, deviation])), n])
+        var = averaged(cx.op("mul", [deviation, deviation]))
         invstd = cx.op("rsqrt", [cx.op("add", [var, cx.graph.scalar(float(eps), "f64")])])
     elif train:
         mean, invstd = wide(save_mean), wide(save_invstd)
@@ -815,13 +856,14 @@ def _batch_norm_backward(cx, dy, x, weight, running_mean, running_var, save_mean
     sum_dy = summed(dy64)
     dot = summed(cx.op("mul", [dy64, centered]))
     scale = invstd if weight is None else cx.op("mul", [invstd, wide(weight)])
-    grad_x = None
+    # PyTorch's meta gives grad_x a tensor even where output_mask leaves it out: zeros that nothing
+    # reads (dead code, removed), so that the lowering matches and stays a lowering.
+    grad_x = cx.full(list(x.shape), 0.0, x.dtype)
     if output_mask[0]:
         g = dy64
         if train:
-            n = cx.graph.scalar(count, "f64")
-            grad_mean = cx.op("div", [sum_dy, n])
-            projection = cx.op("mul", [cx.op("div", [dot, n]), cx.op("mul", [invstd, invstd])])
+            grad_mean = averaged(dy64)
+            projection = cx.op("mul", [averaged(cx.op("mul", [dy64, centered])), cx.op("mul", [invstd, invstd])])
             g = cx.op("sub", [cx.op("sub", [dy64, per_channel(grad_mean)]),
                               cx.op("mul", [centered, per_channel(projection)])])
         grad_x = cx.op("cast", [cx.op("mul", [g, per_channel(scale)])], {"dtype": x.dtype})

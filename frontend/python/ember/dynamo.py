@@ -57,8 +57,10 @@ def make_backend(mode="default", options=None, report=None):
 # std is decomposed into sqrt(var) in the input's dtype, which overflows float32 where eager's
 # std (accumulated in double, rounded once) is finite: ember's std is computed as eager's.
 # native_batch_norm_backward: ember's lowering sums in float64, as eager does (_lower.py).
+# native_layer_norm_backward: ember's lowering recomputes the statistics that autocast's meta
+# rounds to 16 bits (_lower.py).
 _KEEP_WHOLE = ("aten._scaled_dot_product_flash_attention_for_cpu", "aten.std.correction",
-               "aten.native_batch_norm_backward")
+               "aten.native_batch_norm_backward", "aten.native_layer_norm_backward")
 
 
 @functools.cache
