@@ -50,6 +50,10 @@ def main():
         "exp, view [R/8, 8 * 8192], row sum": (1, 0, lambda x, y, b: x.exp().view(x.shape[0] // 8, -1).sum(-1)),
         "softmax of flatten(x + 1) [R/8, 8 * 8192]": (
             1, 1, lambda x, y, b: F.softmax((x + 1).view(x.shape[0] // 8, 8, -1).flatten(1), -1)),
+        # Indexed reductions (the interpreter's typed kernels): a classifier's prediction, and
+        # values with indices down the columns.
+        "argmax over each row": (1, 0, lambda x, y, b: x.argmax(-1)),
+        "max with indices over dim 0": (1, 0, lambda x, y, b: tuple(x.max(0))),
     }
     benches = {name: bench for name, bench in benches.items() if args.only in name}
     x = torch.rand(rows, cols)
