@@ -67,6 +67,11 @@ llvm::TargetMachine& host_machine() {
   auto builder = llvm::orc::JITTargetMachineBuilder::detectHost();
   if (!builder) throw CodegenError("emit", llvm::toString(builder.takeError()));
   builder->setCodeGenOptLevel(llvm::CodeGenOptLevel::Aggressive);
+  // A JIT target defaults to the large code model, which loads every constant's address with a
+  // 64-bit move: in a kernel of many constants (exp's polynomial) those addresses crowd the
+  // registers and the loop spends more instructions shuffling them than computing. JITLink places
+  // an object's sections together, so 32-bit PC-relative addressing reaches them.
+  builder->setCodeModel(llvm::CodeModel::Small);
   auto created = builder->createTargetMachine();
   if (!created) throw CodegenError("emit", llvm::toString(created.takeError()));
   machine = std::move(*created);

@@ -448,6 +448,10 @@ TEST_CASE("every dump stage can be written: graph, spec, MLIR before and after l
   CHECK(found[".lowered.mlir"].find("llvm.func") != std::string::npos);
   CHECK(found[".ll"].find("define void @ember_k_") != std::string::npos);
   CHECK(found[".s"].find("ember_k_") != std::string::npos);
+  // The small code model: exp's constants are read PC-relative, not through 64-bit absolute
+  // addresses, which crowded the registers of loops with many constants.
+  CHECK(found[".s"].find("(%rip)") != std::string::npos);
+  CHECK(found[".s"].find("movabs") == std::string::npos);
 }
 
 TEST_CASE("generated kernels: exact ops give the interpreter's bits on -0.0, NaN payloads, inf, extremes",
