@@ -311,11 +311,14 @@ void register_movement(Table& table) {
   set(Op::Stack, "join along a new axis; dtypes promote", infer_concat, {{"axis", AttrType::Int, Attr(int64_t{0})}});
   set(Op::Pad, "constant padding; pads are (before, after) pairs, last dim first, negative crops", infer_pad,
       {{"pads", AttrType::Ints, std::nullopt}, {"value", AttrType::Float, Attr(0.0)}});
+  // `wrap`: a negative index counts from the end, as in Python; false: it is out of range and
+  // raises, as in PyTorch, whose ops the bridge lowers to these.
+  const AttrSpec wrap{"wrap", AttrType::Bool, Attr(true)};
   set(Op::IndexSelect, "pick entries along `axis` by a 1-d index", infer_index_select,
-      {{"axis", AttrType::Int, std::nullopt}});
+      {{"axis", AttrType::Int, std::nullopt}, wrap});
   set(Op::Gather, "out[i][j] = x[index[i][j]][j] along `axis` (torch.gather)", infer_gather,
-      {{"axis", AttrType::Int, std::nullopt}});
-  set(Op::Embedding, "rows of weight [num, dim] picked by an integer index of any shape", infer_embedding, {});
+      {{"axis", AttrType::Int, std::nullopt}, wrap});
+  set(Op::Embedding, "rows of weight [num, dim] picked by an integer index of any shape", infer_embedding, {wrap});
 }
 
 }  // namespace ember::ops

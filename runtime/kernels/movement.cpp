@@ -188,8 +188,10 @@ Array pad(const Call& call) {
   return out;
 }
 
-int64_t checked_index(const char* op, int64_t idx, int64_t size) {
-  if (idx < -size || idx >= size)
+// The position an index names along a dim of `size`. A negative index counts from the end when
+// the op's `wrap` is set (Python), and is out of range otherwise (PyTorch).
+int64_t checked_index(const char* op, int64_t idx, int64_t size, bool wrap) {
+  if (idx >= size || idx < (wrap ? -size : 0))
     EMBER_THROW(Value, "[", op, "] index ", idx, " is out of range for a dim of size ", size);
   return idx < 0 ? idx + size : idx;
 }
@@ -197,10 +199,15 @@ int64_t checked_index(const char* op, int64_t idx, int64_t size) {
 Array index_select(const Call& call) {
   const Array &x = call.inputs[0], &idx = call.inputs[1];
   Array out = output(call);
-  if (x.rank() == 0) { copy_into(x, out); return out; }
+  if (x.rank() == 0) {
+    if (idx.numel()) checked_index("index_select", idx.get_int(0), 1, attr_bool(call.attrs, "wrap"));
+    copy_into(x, out);
+    return out;
+  }
   int64_t axis = normalize_axis("index_select", attr_int(call.attrs, "axis"), x.rank());
+  bool wrap = attr_bool(call.attrs, "wrap");
   for (int64_t i = 0; i < idx.numel(); ++i) {
-    int64_t j = checked_index("index_select", idx.get_int(i), x.shape()[axis]);
+    int64_t j = checked_index("index_select", idx.get_int(i), x.shape()[axis], wrap);
     copy_into(narrow(x, axis, j, 1), narrow(out, axis, i, 1));
   }
   return out;
@@ -210,6 +217,7 @@ Array gather(const Call& call) {
   const Array &x = call.inputs[0], &idx = call.inputs[1];
   Array out = output(call);
   int64_t axis = normalize_axis("gather", attr_int(call.attrs, "axis"), x.rank());
+  bool wrap = attr_bool(call.attrs, "wrap");
   size_t size = itemsize(x.dtype());
   int64_t n = idx.numel();
   std::vector<int64_t> pos(idx.rank());
@@ -220,7 +228,7 @@ Array gather(const Call& call) {
       rem /= idx.shape()[d];
     }
     for (int64_t d = 0; d < idx.rank(); ++d) {
-      int64_t p = d == axis ? checked_index("gather", idx.get_int(i), x.shape()[d]) : pos[d];
+      int64_t p = d == axis ? checked_index("gather", idx.get_int(i), x.shape()[d], wrap) : pos[d];
       off += p * x.strides()[d];
     }
     std::memcpy(static_cast<char*>(out.data()) + i * size, byte_ptr(x, off), size);
@@ -228,16 +236,21 @@ Array gather(const Call& call) {
   return out;
 }
 
+// Rows checked first, then copied on the threads: a batch of tokens is thousands of rows.
 Array embedding(const Call& call) {
   const Array &w = call.inputs[0], &idx = call.inputs[1];
   Array out = output(call);
-  int64_t dim = w.shape()[1];
+  int64_t dim = w.shape()[1], n = idx.numel();
+  bool wrap = attr_bool(call.attrs, "wrap");
+  std::vector<int64_t> rows(n);
+  for (int64_t i = 0; i < n; ++i) rows[i] = checked_index("embedding", idx.get_int(i), w.shape()[0], wrap);
   std::vector<int64_t> row_shape{dim};
-  for (int64_t i = 0; i < idx.numel(); ++i) {
-    int64_t r = checked_index("embedding", idx.get_int(i), w.shape()[0]);
-    Array src = w.view(row_shape, {w.strides()[1]}, w.offset() + r * w.strides()[0]);
-    copy_into(src, out.view(row_shape, {1}, i * dim));
-  }
+  parallel_for(n, std::max<int64_t>(1, 16384 / std::max<int64_t>(dim, 1)), [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      Array src = w.view(row_shape, {w.strides()[1]}, w.offset() + rows[i] * w.strides()[0]);
+      copy_into(src, out.view(row_shape, {1}, i * dim));
+    }
+  });
   return out;
 }
 

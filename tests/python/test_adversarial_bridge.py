@@ -578,6 +578,32 @@ def test_negative_indices_raise_as_in_eager(fn):
         ember.compile(fn)(w, i)
 
 
+@pytest.mark.parametrize("index_dtype", [torch.int64, torch.int32])
+def test_embedding_gather_and_index_select_lowered(index_dtype):
+    torch.manual_seed(0)
+    w, x = torch.randn(10, 6), torch.randn(4, 7)
+    ids = torch.randint(0, 10, (3, 5)).to(index_dtype)
+    cols = torch.randint(0, 7, (4, 2))  # gather takes int64 only
+    fn = lambda w, x, ids, cols: (F.embedding(ids, w, padding_idx=0),  # noqa: E731
+                                  torch.index_select(x, 1, ids[0] % 7) if index_dtype == torch.int64 else x[:, :1],
+                                  torch.gather(x, 1, cols), torch.gather(x[:3], 0, cols[:2] % 3),
+                                  torch.index_select(x, 0, ids.new_zeros(0).long()), F.embedding(ids[:, :0], w))
+    expected, actual, compiled = run_both(fn, w, x, ids, cols)
+    assert_same(actual, expected)
+    lowered = report_of(compiled).graphs[0].lowered
+    assert lowered.get("aten.embedding.default") and lowered.get("aten.gather.default")
+    assert not report_of(compiled).graphs[0].torch_calls
+
+
+def test_embedding_over_dynamic_batches():
+    w = torch.randn(50, 8)
+    compiled = ember.compile(lambda w, i: F.embedding(i, w).sum(-1), dynamic=True)
+    for n in (3, 7, 12):
+        i = torch.randint(0, 50, (2, n))
+        torch.testing.assert_close(compiled(w, i), F.embedding(i, w).sum(-1))
+    assert len(report_of(compiled).graphs) == 1
+
+
 def test_relu_keeps_minus_zero_and_nan_as_eager():
     s = torch.tensor([-0.0, float("nan"), -1.0, 2.0])
     got, want = ember.compile(torch.relu)(s), torch.relu(s)

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "frontend/ops.h"
+#include "frontend/trace.h"
 #include "tests/catch.h"
 #include "tests/unit/sweep.h"
 
@@ -74,6 +75,13 @@ TEST_CASE("op sweep: invalid inputs raise ember::Error of the right kind", "[swe
       {"gather index out of range", ErrorKind::Value, [&] { gather(f32, 1, full({2, 3}, 3)); }},
       {"embedding with a float index", ErrorKind::Type, [&] { embedding(f32, fidx); }},
       {"embedding index out of range", ErrorKind::Value, [&] { embedding(f32, full({2}, 2)); }},
+      // Without `wrap` (the bridge's PyTorch semantics) a negative index is out of range too.
+      {"index_select of a negative index without wrap", ErrorKind::Value,
+       [&] { apply(Op::IndexSelect, {f32, full({1}, -1, DType::Int64)}, {{"axis", int64_t{0}}, {"wrap", false}}); }},
+      {"gather of a negative index without wrap", ErrorKind::Value,
+       [&] { apply(Op::Gather, {f32, full({2, 3}, -1, DType::Int64)}, {{"axis", int64_t{1}}, {"wrap", false}}); }},
+      {"embedding of a negative index without wrap", ErrorKind::Value,
+       [&] { apply(Op::Embedding, {f32, full({2}, -1, DType::Int64)}, {{"wrap", false}}); }},
       // Data-dependent, as eager's RuntimeError("ZeroDivisionError"): a Runtime error.
       {"integer floor_divide by zero", ErrorKind::Runtime,
        [&] { floor_divide(i32, zeros({2, 3}, DType::Int32)); }},

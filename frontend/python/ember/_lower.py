@@ -503,8 +503,22 @@ def _pad(cx, x, pad, value=0.0):
     return cx.op("pad", [x], {"pads": pads, "value": _fill_value(value, x.dtype)})
 
 
-# embedding, index_select and gather stay torch calls: PyTorch raises for a negative index, where
-# ember's ops count it from the end (tests/python/test_adversarial_bridge.py).
+# PyTorch raises for a negative index, where ember's ops count it from the end unless told not
+# to wrap (tests/python/test_adversarial_bridge.py).
+
+@lowering("aten.embedding.default")
+def _embedding(cx, weight, indices, padding_idx=-1, scale_grad_by_freq=False, sparse=False):
+    return cx.op("embedding", [weight, indices], {"wrap": False})
+
+
+@lowering("aten.index_select.default")
+def _index_select(cx, x, dim, index):
+    return cx.op("index_select", [x, index], {"axis": dim, "wrap": False})
+
+
+@lowering("aten.gather.default")
+def _gather(cx, x, dim, index, sparse_grad=False):
+    return cx.op("gather", [x, index], {"axis": dim, "wrap": False})
 
 # Reductions
 
