@@ -292,6 +292,12 @@ Tensor index_select(const Tensor& x, int64_t axis, const Tensor& index) {
 }
 Tensor gather(const Tensor& x, int64_t axis, const Tensor& index) { return apply(Op::Gather, {x, index}, {{"axis", axis}}); }
 Tensor embedding(const Tensor& weight, const Tensor& index) { return apply(Op::Embedding, {weight, index}); }
+Tensor index_put(const Tensor& x, int64_t axis, const Tensor& index, const Tensor& src, bool accumulate) {
+  return apply(Op::IndexPut, {x, index, src}, {{"axis", axis}, {"accumulate", accumulate}});
+}
+Tensor scatter(const Tensor& x, int64_t axis, const Tensor& index, const Tensor& src, bool accumulate) {
+  return apply(Op::Scatter, {x, index, src}, {{"axis", axis}, {"accumulate", accumulate}});
+}
 
 // ---- composites
 

@@ -153,6 +153,12 @@ Tensor pad(const Tensor& x, std::vector<int64_t> pads, double value = 0.0);
 Tensor index_select(const Tensor& x, int64_t axis, const Tensor& index);
 Tensor gather(const Tensor& x, int64_t axis, const Tensor& index);
 Tensor embedding(const Tensor& weight, const Tensor& index);
+// x with its entries along `axis` at index[i] set to src's i-th (torch.index_copy), or increased by
+// them when `accumulate` (torch.index_add); index is 1-d.
+Tensor index_put(const Tensor& x, int64_t axis, const Tensor& index, const Tensor& src, bool accumulate = false);
+// x with x[..., index[i][j], ...] along `axis` set to src[i][j] (torch.scatter), or increased by
+// it when `accumulate` (torch.scatter_add).
+Tensor scatter(const Tensor& x, int64_t axis, const Tensor& index, const Tensor& src, bool accumulate = false);
 
 // Composites.
 Tensor softmax(const Tensor& x, int64_t axis);

@@ -53,6 +53,8 @@ bool must_run(const Node* n) {
     case Op::IndexSelect:
     case Op::Gather:
     case Op::Embedding:
+    case Op::IndexPut:
+    case Op::Scatter:
       return true;
     default:
       return has_side_effects(n);

@@ -16,6 +16,7 @@ const kernels::KernelTable& kernel_table() {
     kernels::register_contractions(t);
     kernels::register_conv_grads(t);
     kernels::register_movement(t);
+    kernels::register_scatter(t);
     kernels::register_composites(t);
     kernels::register_creation(t);
     return t;

@@ -273,6 +273,45 @@ TensorType infer_embedding(const OpInfo& op, std::span<const TensorType> in, con
   return {w.dtype, out};
 }
 
+// src must be written into x: x's dtype, since the output is x's.
+void check_source(const OpInfo& op, const TensorType& x, const TensorType& src) {
+  if (src.dtype != x.dtype)
+    EMBER_OP_ERROR(Type, op, "src ", src.str(), " must have the dtype of input ", x.str());
+  if (rank_of(src) != rank_of(x)) EMBER_OP_ERROR(Value, op, "src ", src.str(), " must have the rank of input ", x.str());
+}
+
+TensorType infer_index_put(const OpInfo& op, std::span<const TensorType> in, const Attrs& attrs) {
+  const TensorType &x = in[0], &idx = in[1], &src = in[2];
+  check_index(op, idx);
+  if (rank_of(idx) != 1) EMBER_OP_ERROR(Value, op, "index must be 1-d, got ", idx.str());
+  if (rank_of(x) == 0) EMBER_OP_ERROR(Value, op, "input must have a dim to index, got ", x.str());
+  check_source(op, x, src);
+  int64_t axis = normalize_axis(op.name, attr_int(attrs, "axis"), rank_of(x));
+  for (int64_t d = 0; d < rank_of(x); ++d)
+    require_equal_dims(op.name, src.shape[d], d == axis ? idx.shape[0] : x.shape[d],
+                       detail::concat("src ", src.str(), " must be input ", x.str(), " with index ", idx.str(),
+                                      "'s length along the axis; dim ", d, " differs"));
+  return x;
+}
+
+TensorType infer_scatter(const OpInfo& op, std::span<const TensorType> in, const Attrs& attrs) {
+  const TensorType &x = in[0], &idx = in[1], &src = in[2];
+  check_index(op, idx);
+  check_source(op, x, src);
+  if (rank_of(idx) != rank_of(x)) EMBER_OP_ERROR(Value, op, "index ", idx.str(), " must have the rank of input ", x.str());
+  int64_t axis = normalize_axis(op.name, attr_int(attrs, "axis"), std::max<int64_t>(rank_of(x), 1));
+  for (int64_t d = 0; d < rank_of(x); ++d) {
+    if (idx.shape[d].is_static() && src.shape[d].is_static() && idx.shape[d].value() > src.shape[d].value())
+      EMBER_OP_ERROR(Value, op, "index ", idx.str(), " is larger than src ", src.str(), " in dim ", d);
+    assume_nonnegative(src.shape[d] - idx.shape[d], "[scatter] the index fits in src");
+    if (d == axis) continue;
+    if (idx.shape[d].is_static() && x.shape[d].is_static() && idx.shape[d].value() > x.shape[d].value())
+      EMBER_OP_ERROR(Value, op, "index ", idx.str(), " is larger than input ", x.str(), " in dim ", d);
+    assume_nonnegative(x.shape[d] - idx.shape[d], "[scatter] the index fits in the input");
+  }
+  return x;
+}
+
 }  // namespace
 
 void register_movement(Table& table) {
@@ -319,6 +358,15 @@ void register_movement(Table& table) {
   set(Op::Gather, "out[i][j] = x[index[i][j]][j] along `axis` (torch.gather)", infer_gather,
       {{"axis", AttrType::Int, std::nullopt}, wrap});
   set(Op::Embedding, "rows of weight [num, dim] picked by an integer index of any shape", infer_embedding, {wrap});
+  const AttrSpec accumulate{"accumulate", AttrType::Bool, Attr(false)};
+  set(Op::IndexPut,
+      "x with its entries along `axis` at index[i] replaced by src's i-th, or increased by them when "
+      "`accumulate` (torch.index_copy, index_add)",
+      infer_index_put, {{"axis", AttrType::Int, std::nullopt}, accumulate, wrap});
+  set(Op::Scatter,
+      "x with x[..., index[i][j], ...] along `axis` replaced by src[i][j], or increased by it when `accumulate` "
+      "(torch.scatter, scatter_add)",
+      infer_scatter, {{"axis", AttrType::Int, std::nullopt}, accumulate, wrap});
 }
 
 }  // namespace ember::ops

@@ -45,6 +45,7 @@ void register_arg_extremes(KernelTable& t);
 void register_contractions(KernelTable& t);
 void register_conv_grads(KernelTable& t);
 void register_movement(KernelTable& t);
+void register_scatter(KernelTable& t);
 void register_composites(KernelTable& t);
 void register_creation(KernelTable& t);
 void register_multi_reductions(MultiKernelTable& t);
@@ -87,6 +88,11 @@ inline char* byte_ptr(const Array& a, int64_t element_offset) {
   return static_cast<char*>(a.data()) + element_offset * static_cast<int64_t>(itemsize(a.dtype()));
 }
 
+// Elements [start, start + len) of dim `axis` of `a`, as a view.
+Array narrow(const Array& a, int64_t axis, int64_t start, int64_t len);
+// The position an index names along a dim of `size`. A negative index counts from the end when
+// the op's `wrap` is set (Python), and is out of range otherwise (PyTorch): a Value error.
+int64_t checked_index(const char* op, int64_t idx, int64_t size, bool wrap);
 // Copies `src` (any layout, any dtype) into `dst` (same shape), converting the dtype.
 void copy_into(const Array& src, const Array& dst);
 // Sets every element of the contiguous `out` to `value` (converted to its dtype).

@@ -112,13 +112,6 @@ std::vector<Array> split(const Call& call) {
   return parts;
 }
 
-// The slice of `out` along `axis` from `start` with `len` entries, as a view.
-Array narrow(const Array& out, int64_t axis, int64_t start, int64_t len) {
-  std::vector<int64_t> shape = out.shape();
-  shape[axis] = len;
-  return out.view(shape, out.strides(), out.offset() + start * out.strides()[axis]);
-}
-
 Array concat(const Call& call) {
   Array out = output(call);
   int64_t axis = normalize_axis("concat", attr_int(call.attrs, "axis"), static_cast<int64_t>(call.shape.size()));
@@ -186,14 +179,6 @@ Array pad(const Call& call) {
   }
   copy_into(src, dst);
   return out;
-}
-
-// The position an index names along a dim of `size`. A negative index counts from the end when
-// the op's `wrap` is set (Python), and is out of range otherwise (PyTorch).
-int64_t checked_index(const char* op, int64_t idx, int64_t size, bool wrap) {
-  if (idx >= size || idx < (wrap ? -size : 0))
-    EMBER_THROW(Value, "[", op, "] index ", idx, " is out of range for a dim of size ", size);
-  return idx < 0 ? idx + size : idx;
 }
 
 Array index_select(const Call& call) {

@@ -604,6 +604,46 @@ def test_embedding_over_dynamic_batches():
     assert len(report_of(compiled).graphs) == 1
 
 
+def test_index_put_scatter_and_index_add_lowered():
+    """Writes at indices, with duplicates (accumulated), a negative index (advanced indexing
+    counts it from the end), a full slice before the index, a scalar value and index_add."""
+    def fn(x, i, j, v, s):
+        b = x.clone()
+        b[:, j] = 5.0
+        g = x.clone()
+        g[i[1:3]] = v[1:3]
+        return (x.index_put((i,), v, accumulate=True), b, x.scatter(1, j.view(1, -1).expand(3, -1), 2.0),
+                x.scatter_add(0, torch.zeros(1, 4, dtype=torch.long), s), x.index_add(1, j, torch.ones(3, 2)), g,
+                x.scatter(0, torch.tensor([[2, 0, 1, 2]]), s))
+    torch.manual_seed(0)
+    args = torch.randn(3, 4), torch.tensor([0, 2, 0, -1]), torch.tensor([1, 3]), torch.randn(4, 4), torch.randn(1, 4)
+    expected, actual, compiled = run_both(fn, *args)
+    assert_same(actual, expected)
+    assert not report_of(compiled).graphs[0].torch_calls
+
+
+def test_embedding_gradient_lowered_with_padding_idx():
+    w = torch.randn(10, 3, requires_grad=True)
+    ids = torch.tensor([[1, 2, 1], [0, 9, 1]])
+    loss = lambda w, ids: (F.embedding(ids, w, padding_idx=1) ** 2).sum()  # noqa: E731
+    compiled = ember.compile(loss)
+    compiled(w, ids).backward()
+    got, w.grad = w.grad, None
+    loss(w, ids).backward()
+    torch.testing.assert_close(got, w.grad)
+    assert all(not g.torch_calls for g in report_of(compiled).graphs), report_of(compiled).text()
+
+
+@pytest.mark.parametrize("fn", [lambda x, i: x.scatter(0, i, 1.0), lambda x, i: x.index_add(0, i.flatten(), x[:1]),
+                                lambda x, i: x.scatter_add(0, i, x)])
+def test_negative_write_indices_raise_as_in_eager(fn):
+    x, i = torch.randn(3), torch.tensor([-1])
+    with pytest.raises(Exception):
+        fn(x, i)
+    with pytest.raises(Exception):
+        ember.compile(fn)(x, i)
+
+
 def test_relu_keeps_minus_zero_and_nan_as_eager():
     s = torch.tensor([-0.0, float("nan"), -1.0, 2.0])
     got, want = ember.compile(torch.relu)(s), torch.relu(s)

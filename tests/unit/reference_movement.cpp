@@ -115,4 +115,28 @@ Ref embedding(const Ref& w, const Ref& index) {
   return out;
 }
 
+// Sums in double: the sweep's values are small integers, exact in every dtype it tries.
+Ref index_put(const Ref& x, int64_t axis, const Ref& index, const Ref& src, bool accumulate) {
+  Ref out = x;
+  for (int64_t i = 0; i < numel(src.shape); ++i) {
+    Ints idx = unravel(i, src.shape);
+    idx[axis] = static_cast<int64_t>(index.v[idx[axis]]);
+    double& o = out.v[ravel(idx, x.shape)];
+    o = accumulate ? o + src.v[i] : src.v[i];
+  }
+  return out;
+}
+
+Ref scatter(const Ref& x, int64_t axis, const Ref& index, const Ref& src, bool accumulate) {
+  Ref out = x;
+  for (int64_t i = 0; i < numel(index.shape); ++i) {
+    Ints idx = unravel(i, index.shape);
+    double v = src.v[ravel(idx, src.shape)];
+    if (!idx.empty()) idx[axis] = static_cast<int64_t>(index.v[i]);
+    double& o = out.v[ravel(idx, x.shape)];
+    o = accumulate ? o + v : v;
+  }
+  return out;
+}
+
 }  // namespace ember::ref

@@ -21,5 +21,7 @@ Ref pad(const Ref& x, const Ints& pads, double value);
 Ref index_select(const Ref& x, int64_t axis, const Ref& index);
 Ref gather(const Ref& x, int64_t axis, const Ref& index);
 Ref embedding(const Ref& w, const Ref& index);
+Ref index_put(const Ref& x, int64_t axis, const Ref& index, const Ref& src, bool accumulate);
+Ref scatter(const Ref& x, int64_t axis, const Ref& index, const Ref& src, bool accumulate);
 
 }  // namespace ember::ref

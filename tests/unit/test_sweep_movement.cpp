@@ -281,6 +281,53 @@ Case movement_case(Op op, DType dt, Gen& g) {
       c.expect = [=] { return result(dt, ref::embedding(w, idx)); };
       return c;
     }
+    // Without `accumulate` a duplicate index's winner is the last write, which eager leaves
+    // undefined: those cases keep their targets apart. Values lie on a grid: every sum is exact.
+    case Op::IndexPut: {
+      if (rank == 0) shape = {g.integer(1, 4)}, rank = 1;
+      int64_t axis = g.integer(-rank, rank - 1), na = ref::norm_axis(axis, rank);
+      bool accumulate = g.coin(0.5);
+      int64_t n = shape[na] == 0 ? 0 : g.integer(0, 5), shift = g.integer(0, 3);
+      if (!accumulate) n = std::min(n, shape[na]);
+      Ref idx{{n}, {}};
+      for (int64_t i = 0; i < n; ++i)
+        idx.v.push_back(static_cast<double>(accumulate ? g.integer(0, shape[na] - 1) : (i + shift) % shape[na]));
+      Ints sshape = shape;
+      sshape[na] = n;
+      c.inputs.push_back(g.input(dt, shape, coarse()));
+      c.inputs.push_back(g.input_of(index_dtype(g), idx));
+      c.inputs.push_back(g.input(dt, sshape, coarse()));
+      Ref x = c.inputs[0].ref, src = c.inputs[2].ref;
+      c.note = "axis=" + std::to_string(axis) + (accumulate ? " accumulate" : "");
+      c.call = [=](const std::vector<Tensor>& t) { return index_put(t[0], axis, t[1], t[2], accumulate); };
+      c.expect = [=] { return result(dt, ref::index_put(x, na, idx, src, accumulate)); };
+      return c;
+    }
+    case Op::Scatter: {
+      int64_t axis = rank ? g.integer(-rank, rank - 1) : 0;
+      int64_t na = rank ? ref::norm_axis(axis, rank) : 0;
+      bool accumulate = g.coin(0.5);
+      int64_t shift = g.integer(0, 3);
+      Ints ishape = shape, sshape = shape;
+      for (int64_t d = 0; d < rank; ++d) {
+        ishape[d] = d == na ? (shape[d] == 0 ? 0 : g.integer(0, 4)) : g.integer(0, shape[d]);
+        if (d == na && !accumulate) ishape[d] = std::min(ishape[d], shape[d]);
+        sshape[d] = ishape[d] + g.integer(0, 1);
+      }
+      Ref idx{ishape, {}};
+      for (int64_t i = 0; i < ref::numel(ishape); ++i) {
+        int64_t along = rank ? ref::unravel(i, ishape)[na] : 0, size = rank ? shape[na] : 1;
+        idx.v.push_back(static_cast<double>(accumulate ? g.integer(0, size - 1) : (along + shift) % size));
+      }
+      c.inputs.push_back(g.input(dt, shape, coarse()));
+      c.inputs.push_back(g.input_of(index_dtype(g), idx));
+      c.inputs.push_back(g.input(dt, sshape, coarse()));
+      Ref x = c.inputs[0].ref, src = c.inputs[2].ref;
+      c.note = "axis=" + std::to_string(axis) + (accumulate ? " accumulate" : "");
+      c.call = [=](const std::vector<Tensor>& t) { return scatter(t[0], axis, t[1], t[2], accumulate); };
+      c.expect = [=] { return result(dt, ref::scatter(x, na, idx, src, accumulate)); };
+      return c;
+    }
     default:
       unlisted(op, "movement cases");
   }

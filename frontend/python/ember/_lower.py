@@ -520,6 +520,49 @@ def _index_select(cx, x, dim, index):
 def _gather(cx, x, dim, index, sparse_grad=False):
     return cx.op("gather", [x, index], {"axis": dim, "wrap": False})
 
+
+def _writes_into(x, src):
+    if src.dtype != x.dtype:  # eager raises, or casts in ways that differ by op: its own call decides
+        raise Unsupported("a source of another dtype than the tensor written into")
+
+
+@lowering("aten.index_put.default")
+def _index_put(cx, x, indices, values, accumulate=False):
+    """x[..., idx, ...] = values (or += with accumulate) for one integer index tensor after
+    full slices: ember's index_put along that axis, the index flattened. Negative indices
+    count from the end, as in PyTorch's advanced indexing."""
+    axis = len(indices) - 1
+    idx = indices[axis] if indices else None
+    if idx is None or any(i is not None for i in indices[:axis]) or idx.dtype in ("bool", "u8"):
+        raise Unsupported("index_put other than by one integer index after full slices")
+    _writes_into(x, values)
+    target = list(x.shape[:axis]) + list(idx.shape) + list(x.shape[axis + 1:])
+    src = cx.op("expand", [values], {"shape": cx.shape(target)}) if list(values.shape) != target else values
+    flat = cx.op("reshape", [idx], {"shape": [-1]}) if len(idx.shape) != 1 else idx
+    if len(idx.shape) != 1:
+        src = cx.op("reshape", [src], {"shape": cx.shape(list(x.shape[:axis]) + [-1] + list(x.shape[axis + 1:]))})
+    return cx.op("index_put", [x, flat, src], {"axis": axis, "accumulate": bool(accumulate), "wrap": True})
+
+
+@lowering("aten.index_add.default")
+def _index_add(cx, x, dim, index, source, alpha=1):
+    if alpha != 1:
+        raise Unsupported("index_add with alpha")
+    _writes_into(x, source)
+    if not x.shape:
+        raise Unsupported("index_add into a 0-d tensor")
+    index = cx.op("reshape", [index], {"shape": [-1]}) if len(index.shape) != 1 else index
+    return cx.op("index_put", [x, index, source], {"axis": dim, "accumulate": True, "wrap": False})
+
+
+@lowering("aten.scatter.src", "aten.scatter.value", "aten.scatter_add.default")
+def _scatter(cx, x, dim, index, src):
+    if not _is_value(src):
+        src = cx.full(index.shape, _fill_value(src, x.dtype), x.dtype)
+    _writes_into(x, src)
+    add = cx.target_name == "aten.scatter_add.default"
+    return cx.op("scatter", [x, index, src], {"axis": dim, "accumulate": add, "wrap": False})
+
 # Reductions
 
 def _axes(dims, rank):

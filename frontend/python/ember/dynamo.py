@@ -59,8 +59,10 @@ def make_backend(mode="default", options=None, report=None):
 # native_batch_norm_backward: ember's lowering sums in float64, as eager does (_lower.py).
 # native_layer_norm_backward: ember's lowering recomputes the statistics that autocast's meta
 # rounds to 16 bits (_lower.py).
+# index_add: its decomposition, an index_put, counts a negative index from the end where
+# index_add raises.
 _KEEP_WHOLE = ("aten._scaled_dot_product_flash_attention_for_cpu", "aten.std.correction",
-               "aten.native_batch_norm_backward", "aten.native_layer_norm_backward")
+               "aten.native_batch_norm_backward", "aten.native_layer_norm_backward", "aten.index_add")
 
 
 @functools.cache
