@@ -644,6 +644,66 @@ def test_negative_write_indices_raise_as_in_eager(fn):
         ember.compile(fn)(x, i)
 
 
+def _lstm_step(backend):
+    torch.manual_seed(0)
+    lstm = torch.nn.LSTM(8, 16, batch_first=True)
+    f = lambda x: lstm(x)[0].relu()  # noqa: E731
+    compiled = ember.compile(f) if backend == "ember" else torch.compile(f, backend=backend)
+    try:
+        compiled(torch.randn(2, 5, 8)).sum().backward()
+    except Exception as e:  # noqa: BLE001
+        return type(e)
+    return None
+
+
+@torch._dynamo.config.patch(allow_rnn=True)
+def test_traced_lstm_matches_eager_and_trains_as_aot_eager():
+    """Under allow_rnn the LSTM is one mkldnn_rnn_layer, whose meta sizes its workspace 0. As a
+    torch call its undefined workspace (inference) broke the call's result count, and in
+    training ember's empty workspace crashed the backward in oneDNN."""
+    torch.manual_seed(0)
+    lstm = torch.nn.LSTM(8, 16, batch_first=True).eval()
+    x = torch.randn(2, 5, 8)
+    with torch.no_grad():
+        torch.testing.assert_close(ember.compile(lambda x: lstm(x)[0])(x), lstm(x)[0])
+    torch._dynamo.reset()
+    # PyTorch's own aot_eager fails the training step here (an undefined saved workspace): ember
+    # must do no worse, and must not crash.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert _lstm_step("ember") in (None, _lstm_step("aot_eager"))
+
+
+def test_label_smoothing_over_dynamic_classes_compiles():
+    """eps / C is a SymFloat; times a 0-d float32 loss it must stay float32 (a wrapped number),
+    or the node became a torch call, which cannot take a SymFloat: the graph fell back."""
+    fn = lambda x, t: F.cross_entropy(x, t, label_smoothing=0.1)  # noqa: E731
+    compiled = ember.compile(fn, dynamic=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for n, c in ((4, 5), (6, 9)):
+            x, t = torch.randn(n, c), torch.randint(0, c, (n,))
+            torch.testing.assert_close(compiled(x, t), fn(x, t))
+    no_fallback(compiled)
+
+
+def test_explain_reports_only_its_own_recompiles():
+    g = ember.compile(lambda x: x.sin() + 1)
+    g(torch.randn(3))
+    g(torch.randn(5))  # a recompile of another function
+    report = ember.explain(lambda x: x.cos() * 2, torch.randn(4))
+    assert report.recompiles == [], report.text()
+
+
+def test_an_untraced_lstm_is_said_not_silent():
+    """Dynamo runs a forward that starts with an nn.LSTM wholly on PyTorch, without a break."""
+    model = torch.nn.Sequential(torch.nn.LSTM(8, 16, batch_first=True))
+    with pytest.warns(RuntimeWarning, match="allow_rnn"):
+        compiled = ember.compile(model)
+    assert "allow_rnn" in report_of(compiled).text()
+    assert "allow_rnn" in ember.explain(model, torch.randn(2, 5, 8)).text()
+
+
 def test_relu_keeps_minus_zero_and_nan_as_eager():
     s = torch.tensor([-0.0, float("nan"), -1.0, 2.0])
     got, want = ember.compile(torch.relu)(s), torch.relu(s)

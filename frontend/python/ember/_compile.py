@@ -1,5 +1,6 @@
 """ember.compile: torch.compile's signature and behaviour, with ember as the backend."""
 import functools
+import warnings
 
 import torch
 
@@ -20,6 +21,9 @@ def compile(model=None, *, mode="default", fullgraph=False, dynamic=None, option
     if model is None:
         return functools.partial(compile, mode=mode, fullgraph=fullgraph, dynamic=dynamic, options=options)
     report = _report.Report()
+    report.notes = _report.untraced_modules(model)
+    for note in report.notes:
+        warnings.warn(f"ember: {note}", RuntimeWarning, stacklevel=2)
     backend = make_backend(mode, options, report)
     if isinstance(model, torch.nn.Module):
         settings = {"mode": mode, "fullgraph": fullgraph, "dynamic": dynamic, "options": options}

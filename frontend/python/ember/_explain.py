@@ -10,6 +10,7 @@ def explain(model_or_fn, *args, mode="default", **kwargs):
     Dynamo's graph breaks (reason, user file:line), and each graph ember compiled."""
     import torch._dynamo
     report = _report.Report()
+    report.notes = _report.untraced_modules(model_or_fn)
     backend = make_backend(mode, None, report)
     torch._dynamo.reset()
     explained = torch._dynamo.explain(model_or_fn)(*args, **kwargs)
@@ -22,6 +23,7 @@ def explain(model_or_fn, *args, mode="default", **kwargs):
             "hint": _report.hint_for(b.reason or ""),
         })
     torch._dynamo.reset()
+    report.start_recompiles_here()
     torch.compile(model_or_fn, backend=backend)(*args, **kwargs)
     report.collect_recompiles()
     return report

@@ -82,8 +82,11 @@ def operand(cx, x, other=None):
         return x
     if isinstance(x, sympy.Expr):  # a SymInt: the size's value, an int as PyTorch wraps it
         return cx.size_input(x, "i64")
-    if isinstance(x, FloatSize):  # a SymFloat
-        return cx.size_input(x, _scalar_dtype(1.0, other))
+    if isinstance(x, FloatSize):  # a SymFloat: a wrapped number, which never widens a float tensor
+        # (a float64 input beside a 0-d float32 tensor promoted it to float64, and the node
+        # became a torch call that cannot take the SymFloat)
+        wide = other is not None and other.dtype in ("f32", "f64")
+        return cx.size_input(x, other.dtype if wide else "f32")
     if isinstance(x, (bool, int, float)):
         dtype = _scalar_dtype(x, other)
         if dtype == "i64":

@@ -27,6 +27,22 @@ def hint_for(reason):
     return "see torch._dynamo.explain(fn)(*inputs) for the full reason"
 
 
+def untraced_modules(model):
+    """Notes on submodules Dynamo leaves to eager without a graph break or a word: recurrent
+    layers (nn.LSTM, nn.GRU, nn.RNN) unless torch._dynamo.config.allow_rnn is set. A forward
+    that starts with one ran wholly on PyTorch, and the report said nothing."""
+    import torch
+    import torch._dynamo
+    if not isinstance(model, torch.nn.Module) or torch._dynamo.config.allow_rnn:
+        return []
+    names = sorted({type(m).__name__ for m in model.modules() if isinstance(m, torch.nn.RNNBase)})
+    if not names:
+        return []
+    verb = "runs" if len(names) == 1 else "run"
+    return [f"{', '.join(names)} {verb} on PyTorch, uncompiled: Dynamo does not trace recurrent layers unless "
+            f"torch._dynamo.config.allow_rnn = True (then ember compiles them)"]
+
+
 def _aten_ops(gm):
     ops = collections.Counter()
     for node in gm.graph.nodes:
@@ -73,6 +89,14 @@ class GraphRecord:
                 "ember": self.ember, "fallback": self.fallback}
 
 
+def _compilation_metrics():
+    try:
+        from torch._dynamo.utils import get_compilation_metrics
+        return list(get_compilation_metrics())
+    except Exception:  # an older or newer PyTorch without them: nothing to add
+        return []
+
+
 class Report:
     def __init__(self):
         self._lock = threading.Lock()
@@ -80,6 +104,15 @@ class Report:
         self.breaks = []      # Dynamo's graph breaks: {"reason", "location", "source"}
         self.recompiles = []  # {"guard"}
         self.tracer = None    # ember's own tracer, when a function ran on ember tensors
+        self.notes = []       # what the user should know beyond the graphs (untraced_modules)
+        self.start_recompiles_here()
+
+    def start_recompiles_here(self):
+        """Counts only Dynamo's compilations from now on: its metrics are process-wide, and
+        outlive torch._dynamo.reset(), so they held other functions' recompiles. By identity:
+        they are a bounded deque, whose length stops growing."""
+        self._metrics_before = _compilation_metrics()  # held, so that no id is reused
+        self._ids_before = {id(m) for m in self._metrics_before}
 
     def add_graph(self, record):
         with self._lock:
@@ -88,13 +121,10 @@ class Report:
     def collect_recompiles(self, code=None):
         """Dynamo's recompiles (the failing guard) from its compilation metrics: of the frame of
         `code` (a function's code object), or of every frame."""
-        try:
-            from torch._dynamo.utils import get_compilation_metrics
-            metrics = get_compilation_metrics()
-        except Exception:  # an older or newer PyTorch without them: nothing to add
-            return
         found = []
-        for m in metrics:
+        for m in _compilation_metrics():
+            if id(m) in self._ids_before:
+                continue
             reason = getattr(m, "recompile_reason", None)
             if not reason:
                 continue
@@ -118,7 +148,7 @@ class Report:
 
     def as_dict(self):
         out = {"graphs": [g.as_dict() for g in self.graphs], "graph_breaks": self.breaks,
-               "recompiles": self.recompiles, "torch_calls": self.torch_call_ops()}
+               "recompiles": self.recompiles, "torch_calls": self.torch_call_ops(), "notes": self.notes}
         if self.tracer is not None:
             out["ember_tensors"] = json.loads(self.tracer.report_json())
         return out
@@ -129,6 +159,7 @@ class Report:
     def text(self):
         lines = [f"ember: {self.graph_count} graphs compiled, {len(self.breaks)} graph breaks, "
                  f"{len(self.recompiles)} recompiles"]
+        lines += [f"note: {n}" for n in self.notes]
         for i, g in enumerate(self.graphs):
             head = f"graph {i} ({g.kind}): {sum(g.aten_ops.values())} ATen ops"
             if g.fallback:

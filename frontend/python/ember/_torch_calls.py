@@ -18,10 +18,11 @@ class Call:
     """One ATen op with its arguments: tensors by position in the node's inputs, sizes as sympy
     expressions over the graph's symbols, everything else as it was."""
 
-    def __init__(self, target, args, kwargs, symbols, layouts, effect_only=False):
+    def __init__(self, target, args, kwargs, symbols, layouts, effect_only=False, declared=None):
         self.target, self.args, self.kwargs, self.symbols = target, args, kwargs, symbols
         self.layouts = layouts  # per tensor input: the strides eager gives it, or None
         self.effect_only = effect_only  # returns nothing; its one output is an empty placeholder
+        self.declared = declared  # per result: whether the graph has an output for it (a tensor in the meta)
 
     def run(self, inputs, outputs):
         values = getattr(_state, "symbol_values", None)
@@ -32,12 +33,20 @@ class Call:
         result = self.target(*args, **kwargs)
         if self.effect_only:
             return
-        results = [r for r in (result if isinstance(result, (tuple, list)) else [result])
-                   if isinstance(r, torch.Tensor)]
+        seq = list(result) if isinstance(result, (tuple, list)) else [result]
+        if self.declared is not None and len(seq) == len(self.declared):
+            # By position: an op may leave a result undefined (None) where its meta has a tensor,
+            # as mkldnn_rnn_layer's workspace in inference.
+            results = [r for r, d in zip(seq, self.declared) if d]
+        else:
+            results = [r for r in seq if isinstance(r, torch.Tensor)]
         if len(results) != len(outputs):
             raise RuntimeError(f"[torch] {self.target} returned {len(results)} tensors, expected {len(outputs)}")
         for dst, src in zip(outputs, results):
             out = _from_dlpack(dst.__dlpack__())
+            if src is None:  # undefined in eager: nothing eager runs reads it
+                out.zero_()
+                continue
             # A dtype other than the meta's is converted (mixed-precision norms return float32
             # statistics where the meta says float16); a shape mismatch is a bug.
             if out.shape != src.shape:

@@ -25,6 +25,13 @@ from ._symbols import FloatSize, NonPolynomialSize, Symbols, Unsupported, input_
 # not only on its values. Unless the input owns its storage exactly (_owns_storage), neither a
 # lowering nor a torch call can reproduce them, so a graph with one runs on PyTorch.
 _STORAGE_OPS = ("aten.as_strided", "aten.set_", "aten.resize_")
+# Ops whose meta kernels size a result otherwise than the op does, and when that matters:
+# mkldnn_rnn_layer's workspace (result 3) is empty in its meta, and its backward reads it. ember's
+# values, sized by the meta, crashed oneDNN: graphs that keep the workspace, or read it, run on
+# PyTorch.
+_UNSIZED_RESULTS = {"aten.mkldnn_rnn_layer.default": lambda node: any(
+                        u.target is operator.getitem and u.args[1] == 3 for u in node.users),
+                    "aten.mkldnn_rnn_layer_backward.default": lambda node: True}
 
 
 # DLPack through PyTorch's C functions: Tensor.__dlpack__ and torch.from_dlpack are Python
@@ -294,6 +301,8 @@ class CompiledFx:
         if name.startswith(_STORAGE_OPS) and not (name.startswith("aten.as_strided")
                                                    and _owns_storage(node.args[0])):
             raise Unsupported(f"{name} reads its input's storage, which ember does not keep as eager does")
+        if name in _UNSIZED_RESULTS and _UNSIZED_RESULTS[name](node):
+            raise Unsupported(f"{name} reads or makes a result its meta does not size as the op does")
         lower = LOWERINGS.get(name)
         if lower is not None:
             try:
@@ -363,7 +372,8 @@ class CompiledFx:
         pure = not effect_only and torch.Tag.nondeterministic_seeded not in target.tags
         if target.is_view:
             self.torch_call_views.add(node)
-        call = _torch_calls.Call(target, args, kwargs, self.symbols, layouts, effect_only)
+        call = _torch_calls.Call(target, args, kwargs, self.symbols, layouts, effect_only,
+                                 declared=[m is not None for m in metas])
         cid = _torch_calls.register(call)
         self.torch_calls.append(cid)
         outs = iter(self.graph.torch_call(cid, pure, tensors, out_types))
