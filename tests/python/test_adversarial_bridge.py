@@ -704,6 +704,22 @@ def test_an_untraced_lstm_is_said_not_silent():
     assert "allow_rnn" in ember.explain(model, torch.randn(2, 5, 8)).text()
 
 
+def test_indexing_by_one_tensor_lowered():
+    """x[i], x[:, j] with a 2-d j and negative entries (counted from the end), over dynamic sizes;
+    an index out of range raises as in eager."""
+    fn = lambda x, i, j: (x[i], x[:, j], x[:, :, i.view(2, 2)] * 2)  # noqa: E731
+    x, i, j = torch.randn(4, 5, 6), torch.tensor([0, -1, 3, 2]), torch.tensor([[1, 4], [0, -2]])
+    expected, actual, compiled = run_both(fn, x, i, j)
+    assert_same(actual, expected)
+    assert report_of(compiled).graphs[0].lowered.get("aten.index.Tensor") == 3
+    dynamic = ember.compile(lambda x, i: x[:, i].sum(-1), dynamic=True)
+    for n in (3, 5, 7):
+        x, i = torch.randn(2, n, 4), torch.randint(-n, n, (n + 1,))
+        torch.testing.assert_close(dynamic(x, i), x[:, i].sum(-1))
+    with pytest.raises(Exception):
+        ember.compile(lambda x, i: x[i])(torch.randn(3), torch.tensor([3]))
+
+
 def test_relu_keeps_minus_zero_and_nan_as_eager():
     s = torch.tensor([-0.0, float("nan"), -1.0, 2.0])
     got, want = ember.compile(torch.relu)(s), torch.relu(s)

@@ -547,6 +547,24 @@ def _index_put(cx, x, indices, values, accumulate=False):
     return cx.op("index_put", [x, flat, src], {"axis": axis, "accumulate": bool(accumulate), "wrap": True})
 
 
+@lowering("aten.index.Tensor")
+def _index(cx, x, indices):
+    """x[..., idx, ...] for one integer index tensor after full slices: index_select of the
+    flattened index along that axis, the index's shape put back in its place. Negative
+    indices count from the end, as in PyTorch's advanced indexing. Several index tensors stay
+    a torch call: a combined index would not catch one out of range in its own dim."""
+    axis = len(indices) - 1
+    idx = indices[axis] if indices else None
+    if idx is None or any(i is not None for i in indices[:axis]) or idx.dtype in ("bool", "u8") or not x.shape:
+        raise Unsupported("indexing other than by one integer index after full slices")
+    flat = cx.op("reshape", [idx], {"shape": [-1]}) if len(idx.shape) != 1 else idx
+    picked = cx.op("index_select", [x, flat], {"axis": axis, "wrap": True})
+    if len(idx.shape) == 1:
+        return picked
+    shape = list(x.shape[:axis]) + list(idx.shape) + list(x.shape[axis + 1:])
+    return cx.op("reshape", [picked], {"shape": cx.shape(shape)})
+
+
 @lowering("aten.index_add.default")
 def _index_add(cx, x, dim, index, source, alpha=1):
     if alpha != 1:
