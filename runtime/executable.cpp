@@ -193,6 +193,7 @@ void Executable::plan_buffers() {
   holds_output_.assign(buffer_slots_.size(), false);
   for (size_t s = 0; s < n; ++s)
     if (output_home[s]) holds_output_[slots_[s].index] = true;
+  plan_exact_outputs(root);
   // Drop each value's array after its last use, so memory of views and inputs goes early too.
   for (size_t i = 0; i < steps_.size(); ++i) {
     Step& step = steps_[i];
@@ -201,6 +202,23 @@ void Executable::plan_buffers() {
     for (int s : step.inputs)
       if (last_use[s] == static_cast<int>(i) && std::find(step.release.begin(), step.release.end(), s) == step.release.end())
         step.release.push_back(s);
+  }
+}
+
+// A buffer is exactly output k when k's value is the buffer's last, the plan returns it once,
+// and no other output is a view into it. (Whether it fills the buffer depends on the sizes.)
+void Executable::plan_exact_outputs(const std::vector<int>& root) {
+  exact_output_.assign(buffer_slots_.size(), -1);
+  std::vector<int> outputs_in(buffer_slots_.size(), 0);
+  for (int s : outputs_) {
+    int home = slots_[s].home == Home::Buffer ? s : root[s];
+    if (home >= 0) ++outputs_in[slots_[home].index];
+  }
+  for (size_t k = 0; k < outputs_.size(); ++k) {
+    int s = outputs_[k];
+    if (slots_[s].home != Home::Buffer) continue;
+    int b = slots_[s].index;
+    if (outputs_in[b] == 1 && buffer_slots_[b].back() == s) exact_output_[b] = static_cast<int>(k);
   }
 }
 
@@ -349,7 +367,8 @@ Executable::Binding Executable::take_binding(const SymbolValues& symbols, const 
     binding.storages.resize(buffer_slots_.size());
   }
   const std::vector<size_t>& sizes = binding.sizes;
-  std::vector<size_t> wanted, wanted_sizes;  // output buffers to take from `output_storages`
+  std::vector<size_t> wanted;  // output buffers to take from `output_storages`
+  std::vector<OutputBuffer> requests;
   std::vector<bool> fresh(sizes.size(), false);
   for (size_t b = 0; b < sizes.size(); ++b) {
     // Free when only the binding holds it: its own pointer and its steps' destinations.
@@ -358,21 +377,38 @@ Executable::Binding Executable::take_binding(const SymbolValues& symbols, const 
     fresh[b] = true;
     if (output_storages && holds_output_[b] && sizes[b] > 0) {
       wanted.push_back(b);
-      wanted_sizes.push_back(sizes[b]);
+      requests.push_back(output_buffer(binding, b));
     } else {
       binding.storages[b] = std::make_shared<Storage>(sizes[b]);
     }
   }
   if (!wanted.empty()) {
-    std::vector<std::shared_ptr<Storage>> given = output_storages(wanted_sizes);
+    std::vector<std::shared_ptr<Storage>> given = output_storages(requests);
     EMBER_CHECK(given.size() == wanted.size(), "output_storages gave ", given.size(), " storages for ", wanted.size());
     for (size_t k = 0; k < wanted.size(); ++k) {
-      EMBER_CHECK(given[k] && given[k]->nbytes >= wanted_sizes[k], "output_storages gave a storage too small");
+      EMBER_CHECK(given[k] && given[k]->nbytes >= requests[k].bytes, "output_storages gave a storage too small");
       binding.storages[wanted[k]] = std::move(given[k]);
     }
   }
   bind_destinations(binding, fresh);
   return binding;
+}
+
+OutputBuffer Executable::output_buffer(const Binding& binding, size_t b) const {
+  OutputBuffer request;
+  request.bytes = binding.sizes[b];
+  int k = exact_output_[b];
+  if (k < 0) return request;
+  int s = outputs_[k];
+  const std::vector<int64_t>& shape = binding.shapes[s];
+  DType dtype = slots_[s].value.type().dtype;
+  int64_t numel = 1;
+  for (int64_t d : shape) numel *= d;
+  if (static_cast<size_t>(numel) * itemsize(dtype) != request.bytes) return request;  // an earlier value was larger
+  request.output = k;
+  request.dtype = dtype;
+  request.shape = shape;
+  return request;
 }
 
 // Each step's destinations in the buffers whose storage is new: for a static plan in its steady

@@ -57,9 +57,19 @@ int64_t plan_bindings();
 // whose launches keep theirs while their buffers stay.
 int64_t plan_destinations_built();
 
-// Storages of the given sizes in bytes, one each: where a caller wants the memory of a plan's
-// outputs to come from (the PyTorch bridge: PyTorch's allocator, so its statistics stay true).
-using OutputStorages = std::function<std::vector<std::shared_ptr<Storage>>(const std::vector<size_t>&)>;
+// A buffer that outputs live in or view: its size in bytes, and, when it is exactly one output
+// (that output alone, contiguous, filling the buffer), that output's index, dtype and shape.
+struct OutputBuffer {
+  size_t bytes = 0;
+  int output = -1;  // the plan's output that is this whole buffer, or -1
+  DType dtype = DType::UInt8;
+  std::vector<int64_t> shape;
+};
+// Storages for the given buffers, one each: where a caller wants the memory of a plan's outputs
+// to come from (the PyTorch bridge: PyTorch's allocator, so its statistics stay true). For a
+// buffer that is exactly one output, the caller may make the output's own tensor and keep it
+// as the output: no second tensor over the memory afterwards.
+using OutputStorages = std::function<std::vector<std::shared_ptr<Storage>>(const std::vector<OutputBuffer>&)>;
 
 class Executable {
  public:
@@ -80,6 +90,9 @@ class Executable {
   int kernel_steps() const;
   std::vector<std::string> interpreter_ops() const;
   int buffers() const { return static_cast<int>(buffer_slots_.size()); }
+  // Whether buffers are kept from call to call (reduce-overhead): an output's memory is reused
+  // once only the plan holds it, so a caller must hold outputs through the plan's storages.
+  bool keeps_buffers() const { return static_buffers_; }
   // Whether `a` views the storage of one of the plan's constants (made once, alive with it).
   bool holds_constant(const Array& a) const;
   // The plan as text: one line per step with the buffers it reads and writes.
@@ -116,6 +129,8 @@ class Executable {
   void plan_slots(const std::vector<FusedStep>& fused);
   void order_steps();
   void plan_buffers();
+  void plan_exact_outputs(const std::vector<int>& root);
+  OutputBuffer output_buffer(const Binding& binding, size_t b) const;
 
   std::unique_ptr<Graph> graph_;
   std::vector<Slot> slots_;
@@ -123,6 +138,7 @@ class Executable {
   std::vector<Step> steps_;
   std::vector<std::vector<int>> buffer_slots_;  // the slots each buffer holds, in turn
   std::vector<bool> holds_output_;              // per buffer: an output is in it or views it
+  std::vector<int> exact_output_;               // per buffer: the output that is all of it, or -1
   std::vector<long> destination_refs_;          // per buffer: the step destinations in it
   std::vector<int> outputs_;
   bool static_buffers_ = false;

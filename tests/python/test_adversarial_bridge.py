@@ -397,6 +397,29 @@ def test_outputs_have_resizable_storage_as_eager(use, numel):
     assert torch.equal(y[:3], x * 2)
 
 
+def test_outputs_made_whole_or_in_shared_buffers_are_pytorch_tensors():
+    """A buffer that is exactly one output is made by PyTorch as that output's tensor and handed
+    back as it is (stop 20, for per-call overhead); the other outputs lie in byte buffers. Both
+    kinds, side by side, must be PyTorch's own memory, separate where eager's is, and right."""
+    def f(x):
+        y = x * 2
+        return y, y, (x + 1).t(), (x - 1)[1:], x.sum(0).to(torch.int32)
+
+    x = torch.randn(3, 4)
+    compiled = ember.compile(f)
+    for _ in range(2):
+        got, want = compiled(x), f(x)
+        for g, w in zip(got, want):
+            assert_same(g, w)
+            assert g.untyped_storage().resizable()
+        assert got[0] is got[1] or got[0].data_ptr() == got[1].data_ptr()  # one value, as in eager
+        got[2].add_(100)
+        got[4].add_(7)
+        assert_same(got[0], want[0])
+        assert_same(got[3], want[3])
+        assert torch.equal(got[4], want[4] + 7)
+
+
 def test_negative_view_inputs_keep_their_sign():
     """A negative view holds -x through a flag that DLPack drops (PyTorch's own to_dlpack and
     NumPy lose it too): ember computed with x."""

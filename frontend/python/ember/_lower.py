@@ -20,6 +20,8 @@ _DTYPES = {
     torch.uint8: "u8", torch.float16: "f16", torch.bfloat16: "bf16", torch.float32: "f32", torch.float64: "f64",
 }
 
+_TORCH_DTYPES = {e: t for t, e in _DTYPES.items()}
+
 
 def ember_dtype(dtype):
     if dtype not in _DTYPES:
@@ -28,7 +30,7 @@ def ember_dtype(dtype):
 
 
 def torch_dtype_of(dtype):
-    return next(t for t, e in _DTYPES.items() if e == dtype)
+    return _TORCH_DTYPES[dtype]
 
 
 def lowering(*names):

@@ -109,20 +109,28 @@ def _values_in_memory(t):
 class _TorchStorages:
     """The memory of a plan's outputs, from PyTorch's allocator: its statistics and profiler
     see what the user holds, as they would in eager. Larger ones (None) come from ember's.
-    It keeps the buffers it made, by address, so that the outputs can be handed out on their
-    storages (on_torch_storage)."""
+    A buffer that is exactly one output is made as that output's tensor, which the plan then
+    returns as it is; the other buffers are bytes, kept by address, so that the outputs in them
+    can be handed out on their storages (on_torch_storage)."""
 
     def __init__(self):
         self.buffers = {}  # data address -> the uint8 tensor there
         self.starts = None  # the addresses in order, once an output starts inside a buffer
 
-    def __call__(self, sizes):
-        made = [torch.empty(n, dtype=torch.uint8, device="cpu") if n <= _TORCH_OUTPUT_MAX else None for n in sizes]
-        for b in made:
-            if b is not None:
+    def __call__(self, requests):
+        given = []
+        for nbytes, exact in requests:
+            if nbytes > _TORCH_OUTPUT_MAX:
+                given.append(None)
+            elif exact is not None:
+                t = torch.empty(exact[1], dtype=torch_dtype_of(exact[0]), device="cpu")
+                given.append((t, to_dlpack(t)))
+            else:
+                b = torch.empty(nbytes, dtype=torch.uint8, device="cpu")
                 self.buffers[b.data_ptr()] = b
+                given.append(to_dlpack(b))
         self.starts = None
-        return [None if b is None else to_dlpack(b) for b in made]
+        return given
 
     def on_torch_storage(self, t):
         """`t` (imported through DLPack, so its storage cannot be resized) as a tensor on the
@@ -448,21 +456,24 @@ class CompiledFx:
                 capsules, shares = self.compiled.run(inputs, values, storages)
         else:
             capsules, shares = self.compiled.run(inputs, values, storages)
-        tensors = [from_dlpack(c) for c in capsules]
+        tensors = [c if isinstance(c, torch.Tensor) else from_dlpack(c) for c in capsules]
         if self.outputs_fresh_each_call:  # values saved for a backward graph stay as they are
             for k in range(self.visible_tensors):
-                tensors[k] = storages.on_torch_storage(tensors[k])
+                if tensors[k] is not capsules[k]:  # not already a tensor of PyTorch's own
+                    tensors[k] = storages.on_torch_storage(tensors[k])
         # Shared memory where eager's results do not share it: a copy, as PyTorch may mutate one
         # of them (a clone of an input, two equal values that CSE merged).
-        unshare = {k for k, share in enumerate(shares) if share != -1 and not self._may_share(k, share)}
+        shared = shares.count(-1) != len(shares)  # rare: most outputs are memory of their own
+        unshare = {k for k, share in enumerate(shares) if share != -1 and not self._may_share(k, share)} if shared else ()
         for group, layout_matters in zip(self.groups, self.layout_matters):
             _as_eager(tensors, group, unshare, self.layouts, values, layout_matters)
         for k in unshare:  # views of inputs in eager, sharing something else in ember
             if isinstance(self.view_roots[k], tuple):
                 tensors[k] = tensors[k].clone()
-        for k, share in enumerate(shares):
-            if share >= 0 and k not in unshare and self.inputs[share][0] == "arg":
-                tensors[k] = _as_view_of(args[self.inputs[share][1]], tensors[k])
+        if shared:
+            for k, share in enumerate(shares):
+                if share >= 0 and k not in unshare and self.inputs[share][0] == "arg":
+                    tensors[k] = _as_view_of(args[self.inputs[share][1]], tensors[k])
         # An input returned as it is: the caller's tensor object, as in eager. AOTAutograd links
         # the autograd history of saved inputs by identity; a new tensor over the same memory
         # has none, and a double backward through it found no path to the input (None).

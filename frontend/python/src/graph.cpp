@@ -4,6 +4,7 @@
 
 #include <pybind11/stl.h>
 
+#include <algorithm>
 #include <memory>
 
 #include "arrays.h"
@@ -88,6 +89,14 @@ class PyGraph {
 };
 
 class CompiledGraph {
+  // A caller's tensor that is all of output `output`'s buffer, with its dtype and shape.
+  struct GivenOutput {
+    int output;
+    const Storage* storage;
+    const void* data;
+    py::object tensor;
+  };
+
  public:
   CompiledGraph(PyGraph& g, const std::string& mode_name, bool strict) {
     ModeConfig mode = mode_config(mode_name);
@@ -100,9 +109,12 @@ class CompiledGraph {
   // The outputs as DLPack capsules, and for each what it shares memory with: input i (i >= 0), an earlier output j
   // (-2 - j), or nothing (-1). The bridge copies an output that shares memory where eager's
   // would not (a CSE'd duplicate, a fresh value that is an input).
-  // `output_storages`, when given, is called with a list of sizes in bytes and returns as many
-  // tensors (or DLPack capsules) of at least those sizes, or None where ember's own allocator
-  // is to serve: the memory of the outputs.
+  // `output_storages`, when given, is called with a list of buffers, each (bytes, exact): exact
+  // is None, or (dtype, shape) when the buffer is exactly one output, contiguous. It returns as
+  // many tensors (or DLPack capsules) of at least those sizes, or None where ember's own
+  // allocator is to serve: the memory of the outputs. For an exact buffer it may give a pair
+  // (a tensor of that dtype and shape, its capsule): that tensor is then returned as the output
+  // itself, in place of a capsule.
   std::pair<py::list, std::vector<int64_t>> run(const py::list& inputs, const SymbolValues& symbols,
                                                 const py::object& output_storages) const {
     std::vector<Array> arrays;
@@ -114,16 +126,14 @@ class CompiledGraph {
     if (symbols.size() != g.symbols().size())
       EMBER_THROW(Value, "[run] the graph has ", g.symbols().size(), " symbols, not ", symbols.size());
     for (size_t i = 0; i < arrays.size(); ++i) check_input(i, g.inputs()[i]->type(), arrays[i], symbols);
+    std::vector<GivenOutput> given_outputs;  // outputs the caller made whole
     OutputStorages storages;
-    if (!output_storages.is_none()) storages = [&output_storages](const std::vector<size_t>& sizes) {
-      py::gil_scoped_acquire gil;
-      py::list given = output_storages(sizes);
-      if (given.size() != sizes.size()) throw py::value_error("[run] output_storages gave a list of another length");
-      std::vector<std::shared_ptr<Storage>> out;
-      for (size_t i = 0; i < sizes.size(); ++i)  // None: ember's own
-        out.push_back(given[i].is_none() ? std::make_shared<Storage>(sizes[i]) : array_from_dlpack(given[i]).storage());
-      return out;
-    };
+    if (!output_storages.is_none())
+      storages = [&](const std::vector<OutputBuffer>& buffers) {
+        // A plan that keeps its buffers learns that the caller holds an output from the caller's
+        // hold on its storage: its outputs stay DLPack imports of the plan's memory.
+        return take_storages(output_storages, buffers, exec_->keeps_buffers() ? nullptr : &given_outputs);
+      };
     std::vector<Array> outputs;
     {
       py::gil_scoped_release no_gil;  // kernels and the thread pool run without it; torch calls take it
@@ -136,7 +146,8 @@ class CompiledGraph {
       if (exec_->holds_constant(outputs[k])) {
         const std::vector<int64_t>& shape = outputs[k].shape();
         size_t bytes = static_cast<size_t>(outputs[k].numel()) * itemsize(outputs[k].dtype());
-        Array fresh = storages ? Array(outputs[k].dtype(), shape, Array::contiguous_strides(shape), 0, storages({bytes})[0])
+        Array fresh = storages ? Array(outputs[k].dtype(), shape, Array::contiguous_strides(shape), 0,
+                                       storages({OutputBuffer{bytes, -1, DType::UInt8, {}}})[0])
                                : Array::empty(outputs[k].dtype(), shape);
         kernels::copy_into(outputs[k], fresh);
         outputs[k] = fresh;
@@ -148,9 +159,15 @@ class CompiledGraph {
       for (size_t j = 0; j < k && shares[k] == -1; ++j)
         if (outputs[j].storage().get() == s) shares[k] = -2 - static_cast<int64_t>(j);
     }
-    py::list capsules;
-    for (const Array& a : outputs) capsules.append(array_to_dlpack(a));
-    return {std::move(capsules), std::move(shares)};
+    py::list results;
+    for (size_t k = 0; k < outputs.size(); ++k) {
+      auto given = std::find_if(given_outputs.begin(), given_outputs.end(), [&](const GivenOutput& o) {
+        return o.output == static_cast<int>(k) && o.storage == outputs[k].storage().get() && o.data == outputs[k].data();
+      });
+      if (given != given_outputs.end()) results.append(given->tensor);
+      else results.append(array_to_dlpack(outputs[k]));
+    }
+    return {std::move(results), std::move(shares)};
   }
 
   py::dict info() const {
@@ -173,6 +190,40 @@ class CompiledGraph {
   std::string plan() const { return exec_->describe(); }
 
  private:
+  // Calls the caller's `output_storages` (with the GIL) for these buffers; remembers the tensors
+  // it made whole for an exact buffer.
+  static std::vector<std::shared_ptr<Storage>> take_storages(const py::object& output_storages,
+                                                             const std::vector<OutputBuffer>& buffers,
+                                                             std::vector<GivenOutput>* given_outputs) {
+    py::gil_scoped_acquire gil;
+    py::list requests;
+    for (const OutputBuffer& b : buffers) {
+      py::object exact = py::none();
+      if (b.output >= 0) exact = py::make_tuple(std::string(dtype_name(b.dtype)), py::cast(b.shape));
+      requests.append(py::make_tuple(b.bytes, exact));
+    }
+    py::list given = output_storages(requests);
+    if (given.size() != buffers.size()) throw py::value_error("[run] output_storages gave a list of another length");
+    std::vector<std::shared_ptr<Storage>> out;
+    for (size_t i = 0; i < buffers.size(); ++i) {
+      if (given[i].is_none()) {  // ember's own
+        out.push_back(std::make_shared<Storage>(buffers[i].bytes));
+        continue;
+      }
+      const OutputBuffer& b = buffers[i];
+      bool pair = PyTuple_Check(given[i].ptr());
+      if (pair && (b.output < 0 || py::len(given[i]) != 2))
+        throw py::value_error("[run] output_storages gave a pair for a buffer that is not one output");
+      py::object storage = pair ? py::object(given[i][py::int_(1)]) : py::object(given[i]);
+      Array a = array_from_dlpack(storage);
+      bool whole = pair && a.dtype() == b.dtype && a.shape() == b.shape && a.is_contiguous() && a.data() == a.storage()->data;
+      if (pair && !whole) throw py::value_error("[run] output_storages gave a tensor other than the output asked for");
+      if (whole && given_outputs) given_outputs->push_back({b.output, a.storage().get(), a.data(), given[i][py::int_(0)]});
+      out.push_back(a.storage());
+    }
+    return out;
+  }
+
   // The plan trusts its inputs' types; a caller's mistake must be an error, not wrong memory.
   static void check_input(size_t i, const TensorType& t, const Array& a, const SymbolValues& symbols) {
     if (a.dtype() != t.dtype)
