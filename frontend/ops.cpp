@@ -298,6 +298,7 @@ Tensor index_put(const Tensor& x, int64_t axis, const Tensor& index, const Tenso
 Tensor scatter(const Tensor& x, int64_t axis, const Tensor& index, const Tensor& src, bool accumulate) {
   return apply(Op::Scatter, {x, index, src}, {{"axis", axis}, {"accumulate", accumulate}});
 }
+Tensor cumsum(const Tensor& x, int64_t axis) { return apply(Op::Cumsum, {x}, {{"axis", axis}}); }
 
 // ---- composites
 

@@ -159,6 +159,8 @@ Tensor index_put(const Tensor& x, int64_t axis, const Tensor& index, const Tenso
 // x with x[..., index[i][j], ...] along `axis` set to src[i][j] (torch.scatter), or increased by
 // it when `accumulate` (torch.scatter_add).
 Tensor scatter(const Tensor& x, int64_t axis, const Tensor& index, const Tensor& src, bool accumulate = false);
+// Running sums along `axis` (torch.cumsum); integers and bool sum into int64.
+Tensor cumsum(const Tensor& x, int64_t axis);
 
 // Composites.
 Tensor softmax(const Tensor& x, int64_t axis);

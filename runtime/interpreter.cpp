@@ -17,6 +17,7 @@ const kernels::KernelTable& kernel_table() {
     kernels::register_conv_grads(t);
     kernels::register_movement(t);
     kernels::register_scatter(t);
+    kernels::register_scans(t);
     kernels::register_composites(t);
     kernels::register_creation(t);
     return t;

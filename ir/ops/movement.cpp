@@ -294,6 +294,13 @@ TensorType infer_index_put(const OpInfo& op, std::span<const TensorType> in, con
   return x;
 }
 
+// Integers and bool sum into int64, as in PyTorch; floats keep their dtype.
+TensorType infer_cumsum(const OpInfo& op, std::span<const TensorType> in, const Attrs& attrs) {
+  const TensorType& x = in[0];
+  normalize_axis(op.name, attr_int(attrs, "axis"), std::max<int64_t>(rank_of(x), 1));
+  return {is_floating(x.dtype) ? x.dtype : DType::Int64, x.shape};
+}
+
 TensorType infer_scatter(const OpInfo& op, std::span<const TensorType> in, const Attrs& attrs) {
   const TensorType &x = in[0], &idx = in[1], &src = in[2];
   check_index(op, idx);
@@ -367,6 +374,10 @@ void register_movement(Table& table) {
       "x with x[..., index[i][j], ...] along `axis` replaced by src[i][j], or increased by it when `accumulate` "
       "(torch.scatter, scatter_add)",
       infer_scatter, {{"axis", AttrType::Int, std::nullopt}, accumulate, wrap});
+  set(Op::Cumsum,
+      "running sums along `axis`: out[i] = x[0] + ... + x[i]; integers and bool sum into int64 "
+      "(torch.cumsum)",
+      infer_cumsum, {{"axis", AttrType::Int, std::nullopt}});
 }
 
 }  // namespace ember::ops

@@ -46,6 +46,7 @@ void register_contractions(KernelTable& t);
 void register_conv_grads(KernelTable& t);
 void register_movement(KernelTable& t);
 void register_scatter(KernelTable& t);
+void register_scans(KernelTable& t);
 void register_composites(KernelTable& t);
 void register_creation(KernelTable& t);
 void register_multi_reductions(MultiKernelTable& t);

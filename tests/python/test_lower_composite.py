@@ -252,3 +252,31 @@ def test_fmod_and_roll_of_integers():
     compiled_matches(lambda t: (torch.fmod(t, 5), torch.fmod(t, -5), t.roll(3), t.roll(-30)), x,
                      lowered=["aten.fmod.Scalar"])
     compiled_matches(lambda t: t.roll(2, 1), torch.randn(3, 7))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.int32, torch.int64, torch.bool, torch.uint8,
+                                   torch.bfloat16])
+def test_cumsum(dtype):
+    x = (torch.randn(5, 37) * 50).to(dtype)
+    compiled_matches(lambda t: (t.cumsum(1), t.cumsum(0), t.cumsum(-1, dtype=torch.float64)), x,
+                     lowered=["aten.cumsum.default"], tol=dict(rtol=1e-2, atol=1e-2) if dtype == torch.bfloat16 else None)
+
+
+def test_cumsum_of_position_ids_with_a_symbolic_length():
+    """RoBERTa's position ids: a running count of the non-padding tokens."""
+    def positions(ids):
+        mask = ids.ne(1).int()
+        return (torch.cumsum(mask, dim=1).type_as(mask) * mask).long() + 1
+
+    compiled = None
+    for n in (7, 12, 30):
+        ids = torch.randint(0, 5, (2, n))
+        compiled = compiled_matches(positions, ids, dynamic=True, lowered=["aten.cumsum.default"])
+    assert report_of(compiled).graph_count == 1
+
+
+def test_cumsum_of_float32_accumulates_as_eager():
+    """Eager's CPU cumsum of float32 sums in double and rounds each running sum once."""
+    x = torch.full((1, 100000), 0.1)
+    x[0, ::7] = 1e4
+    compiled_matches(lambda t: t.cumsum(1), x, tol=dict(rtol=0, atol=0))

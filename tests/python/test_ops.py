@@ -27,7 +27,7 @@ CASES = {
     "select and squeeze": (lambda x: x[1] + x[:, 0:1].squeeze(1) + x[-1], [(4, 4)]),
     "conv, batch norm (eval), pools": (None, None),
     "embedding": (None, None),
-    "torch call: cumsum and sort": (lambda x: torch.cumsum(x, 1) + torch.sort(x, 1)[0], [(4, 8)]),
+    "cumsum beside a torch call (unstable sort)": (lambda x: torch.cumsum(x, 1) + torch.sort(x, 1)[0], [(4, 8)]),
     "integer arithmetic": (None, None),
     "casts": (lambda x: (x * 100).to(torch.int32).to(torch.float16).float() + (x > 0).float(), [(9,)]),
 }

@@ -139,4 +139,15 @@ Ref scatter(const Ref& x, int64_t axis, const Ref& index, const Ref& src, bool a
   return out;
 }
 
+Ref cumsum(const Ref& x, int64_t axis) {
+  Ref out = x;
+  for (int64_t i = 0; i < numel(x.shape); ++i) {
+    Ints at = unravel(i, x.shape);
+    if (at.empty() || at[axis] == 0) continue;
+    --at[axis];
+    out.v[i] += out.v[ravel(at, x.shape)];  // the previous running sum, computed already
+  }
+  return out;
+}
+
 }  // namespace ember::ref

@@ -23,5 +23,6 @@ Ref gather(const Ref& x, int64_t axis, const Ref& index);
 Ref embedding(const Ref& w, const Ref& index);
 Ref index_put(const Ref& x, int64_t axis, const Ref& index, const Ref& src, bool accumulate);
 Ref scatter(const Ref& x, int64_t axis, const Ref& index, const Ref& src, bool accumulate);
+Ref cumsum(const Ref& x, int64_t axis);
 
 }  // namespace ember::ref

@@ -53,7 +53,7 @@ const std::vector<Spec>& specs() {
     for (Op op : {Op::Reshape, Op::Permute, Op::Transpose, Op::Expand, Op::Slice, Op::Squeeze,
                   Op::Unsqueeze, Op::Flatten})
       add(op, "view", all_dtypes, view_case);
-    for (Op op : {Op::Concat, Op::Stack, Op::Pad, Op::IndexSelect, Op::Gather, Op::Embedding, Op::IndexPut, Op::Scatter})
+    for (Op op : {Op::Concat, Op::Stack, Op::Pad, Op::IndexSelect, Op::Gather, Op::Embedding, Op::IndexPut, Op::Scatter, Op::Cumsum})
       add(op, "movement", all_dtypes, movement_case);
     add(Op::Softmax, "composite", all_dtypes, softmax_case);
     add(Op::LogSoftmax, "composite", all_dtypes, softmax_case);

@@ -328,6 +328,17 @@ Case movement_case(Op op, DType dt, Gen& g) {
       c.expect = [=] { return result(dt, ref::scatter(x, na, idx, src, accumulate)); };
       return c;
     }
+    case Op::Cumsum: {
+      int64_t axis = rank ? g.integer(-rank, rank - 1) : g.integer(-1, 0);
+      int64_t na = rank ? ref::norm_axis(axis, rank) : 0;
+      c.inputs.push_back(g.input(dt, shape, coarse()));
+      Ref x = c.inputs[0].ref;
+      DType out = ref::is_float(dt) ? dt : DType::Int64;
+      c.note = "axis=" + std::to_string(axis);
+      c.call = [=](const std::vector<Tensor>& t) { return cumsum(t[0], axis); };
+      c.expect = [=] { return result(out, ref::cumsum(x, na)); };
+      return c;
+    }
     default:
       unlisted(op, "movement cases");
   }

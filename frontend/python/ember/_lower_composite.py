@@ -197,3 +197,11 @@ def _fmod(cx, x, divisor):
     zero = cx.graph.scalar_int(0, x.dtype)
     moved = cx.op("logical_and", [cx.op("ne", [r, zero]), cx.op("ne", [cx.op("lt", [r, zero]), cx.op("lt", [x, zero])])])
     return cx.op("where", [moved, _elementwise("sub")(cx, r, divisor), r])
+
+
+@lowering("aten.cumsum.default")
+def _cumsum(cx, x, dim, dtype=None):
+    """Running sums; `dtype` converts the input first, as PyTorch does."""
+    if dtype is not None:
+        x = _narrow_to(cx, x, ember_dtype(dtype))
+    return cx.op("cumsum", [x], {"axis": dim})
