@@ -11,7 +11,9 @@
 namespace ember {
 
 // The Python binding maps each kind to the matching exception.
-enum class ErrorKind { Value, Type, Runtime, NotImplemented, Internal };
+// Index: an index tensor's value out of range, found at run time (PyTorch raises IndexError or
+// RuntimeError for it, by op; the Python binding raises an exception that is both).
+enum class ErrorKind { Value, Type, Runtime, NotImplemented, Internal, Index };
 
 class Error : public std::runtime_error {
  public:

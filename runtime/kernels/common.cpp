@@ -43,7 +43,7 @@ Array narrow(const Array& a, int64_t axis, int64_t start, int64_t len) {
 
 int64_t checked_index(const char* op, int64_t idx, int64_t size, bool wrap) {
   if (idx >= size || idx < (wrap ? -size : 0))
-    EMBER_THROW(Value, "[", op, "] index ", idx, " is out of range for a dim of size ", size);
+    EMBER_THROW(Index, "[", op, "] index ", idx, " is out of range for a dim of size ", size);
   return idx < 0 ? idx + size : idx;
 }
 

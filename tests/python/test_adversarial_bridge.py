@@ -1077,3 +1077,55 @@ def test_argmax_over_channels_with_ties_and_nans_picks_eager_index(mode):
     expected, actual, compiled = run_both(fn, x, rows, mode=mode)
     assert_same(actual, expected)
     assert_compiled(compiled)
+
+
+W10 = torch.randn(10, 4)
+OUT_OF_RANGE = {
+    "embedding": lambda w, i: F.embedding(i, w) * 2,
+    "x[idx]": lambda w, i: w[i] + 1,
+    "gather": lambda w, i: w.gather(0, i[None]) + 1,
+    "index_add": lambda w, i: w.index_add(0, i, torch.ones(2, 4)) + 1,
+    "scatter_add": lambda w, i: w.scatter_add(0, i[None].expand(4, 2).t(), torch.ones(2, 4)) + 1,
+    "cross_entropy": lambda w, i: F.cross_entropy(w[:2], i.clamp(max=4)),
+}
+
+
+@pytest.mark.parametrize("name", OUT_OF_RANGE)
+def test_an_index_out_of_range_raises_what_eager_raises(name):
+    """ember raised ValueError where eager raises IndexError (embedding, x[idx]) or
+    RuntimeError (gather, scatter): `except IndexError` in user code let it through. ember's
+    IndexOutOfRange is both (and still a ValueError)."""
+    fn, idx = OUT_OF_RANGE[name], torch.tensor([0, 10])
+    with pytest.raises(Exception) as eager:
+        fn(W10, idx)
+    with pytest.raises(type(eager.value)) as got:
+        ember.compile(fn)(W10, idx)
+    assert isinstance(got.value, (ember.IndexOutOfRange, type(eager.value)))
+
+
+@pytest.mark.parametrize("fn", [lambda t: t.clamp(min=0), lambda t: t.clamp(0, 1), lambda t: torch.clamp_min(t, 0.0),
+                                lambda t: F.hardtanh(t, 0.0, 1.0), F.relu6, lambda t: t.clamp(max=-0.0),
+                                lambda t: t.clamp(min=float("nan"))],
+                         ids=["clamp_min", "clamp", "clamp_min_fn", "hardtanh", "relu6", "clamp_max", "nan_bound"])
+def test_clamp_by_a_number_keeps_negative_zero(fn):
+    """PyTorch's clamp keeps x where it equals the bound: 1 / relu6(-0.0) is -inf in eager, and
+    was +inf through ember's maximum."""
+    x = torch.tensor([-0.0, 0.0, 2.0, -3.0, float("nan")] * 8)
+    want, got = fn(x), ember.compile(fn)(x)
+    assert torch.equal(torch.signbit(got), torch.signbit(want))
+    assert_same(got, want)
+
+
+def test_a_graph_aot_autograd_cannot_prepare_runs_on_pytorch():
+    """`x.data = y` beside x's other mutation: AOTAutograd's assertion crashed the program
+    (BackendCompilerFailed) where eager and aot_eager run it."""
+    def f(x, y):
+        x.data = y
+        return x + 1
+
+    xs, y = (torch.zeros(2), torch.zeros(2)), torch.arange(4.0)
+    want = f(xs[0], y)
+    with pytest.warns(RuntimeWarning, match="AOTAutograd could not prepare"):
+        got = ember.compile(f)(xs[1], y)
+    assert_same(got, want)
+    assert_same(xs[1], xs[0])

@@ -92,6 +92,8 @@ const char* kind_name(ErrorKind k) {
       return "NotImplemented";
     case ErrorKind::Internal:
       return "Internal";
+    case ErrorKind::Index:
+      return "Index";
   }
   return "?";
 }

@@ -244,7 +244,7 @@ Case movement_case(Op op, DType dt, Gen& g) {
       c.note = "axis=" + std::to_string(axis);
       c.call = [axis](const std::vector<Tensor>& t) { return index_select(t[0], axis, t[1]); };
       c.expect = [=] {
-        if (out_of_range) return raises(ErrorKind::Value);
+        if (out_of_range) return raises(ErrorKind::Index);
         return result(dt, ref::index_select(x, ref::norm_axis(axis, rank), idx));
       };
       return c;

@@ -289,12 +289,23 @@ def _bound(cx, bound, x):
 
 @lowering("aten.clamp_min.default", "aten.clamp_min.Tensor")
 def _clamp_min(cx, x, lo):
-    return cx.op("maximum", [x, _bound(cx, lo, x)])
+    return _clamped(cx, x, lo, "maximum", "lt")
 
 
 @lowering("aten.clamp_max.default", "aten.clamp_max.Tensor")
 def _clamp_max(cx, x, hi):
-    return cx.op("minimum", [x, _bound(cx, hi, x)])
+    return _clamped(cx, x, hi, "minimum", "gt")
+
+
+def _clamped(cx, x, bound, extreme, past):
+    """x held at a bound. PyTorch's clamp by a number keeps x where x equals the bound, so -0.0
+    stays -0.0 under clamp(min=0) (ember's maximum gives +0.0, and 1 / relu6(-0.0) turned from
+    -inf to inf): x past the bound takes the bound, else x (NaN included). A NaN or tensor
+    bound: maximum and minimum, which propagate NaN as eager's clamp does."""
+    value = _bound(cx, bound, x)
+    if isinstance(bound, (int, float)) and not math.isnan(bound):
+        return cx.op("where", [cx.op(past, [x, value]), value, x])
+    return cx.op(extreme, [x, value])
 
 
 @lowering("aten._to_copy.default")

@@ -41,12 +41,30 @@ def make_backend(mode="default", options=None, report=None):
     def compiler(kind, gm, example_inputs):
         return _compile_graph(gm, kind, mode, strict, report, _visible_outputs(kind))
 
-    backend = aot_autograd(
+    aot = aot_autograd(
         fw_compiler=functools.partial(compiler, "forward"),
         bw_compiler=functools.partial(compiler, "backward"),
         inference_compiler=functools.partial(compiler, "inference"),
         decompositions=decompositions(),
     )
+
+    def backend(gm, example_inputs):
+        """AOTAutograd, then ember on each graph it makes. A graph AOTAutograd cannot prepare
+        (`x.data = y` beside another mutation of x: its assertion) runs as Dynamo captured it, on
+        PyTorch, with a warning: the program goes on, as it does when ember's own compile fails."""
+        start = time.perf_counter()
+        try:
+            return aot(gm, example_inputs)
+        except Exception as e:
+            # Dynamo's own signals (a restart of its analysis, a frame to skip) are not failures.
+            if strict or isinstance(e, torch._dynamo.exc.TorchDynamoException):
+                raise
+            reason = f"{type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}"
+            warnings.warn(f"ember: AOTAutograd could not prepare a graph; it runs on PyTorch instead ({reason})",
+                          RuntimeWarning, stacklevel=2)
+            report.add_graph(_report.GraphRecord.fallback("captured", gm, reason, time.perf_counter() - start))
+            return gm.forward
+
     backend.__name__ = "ember"
     return backend
 

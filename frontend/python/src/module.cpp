@@ -15,7 +15,16 @@ namespace py = pybind11;
 
 namespace ember::python {
 
-void register_errors() {
+void register_errors(py::module_& m) {
+  // An index out of range: PyTorch raises IndexError for some ops (embedding, x[idx]) and
+  // RuntimeError for others (gather, scatter); ember's error is both, and a ValueError as before.
+  static PyObject* index_error = [] {
+    PyObject* bases = PyTuple_Pack(3, PyExc_IndexError, PyExc_RuntimeError, PyExc_ValueError);
+    PyObject* type = PyErr_NewException("ember.IndexOutOfRange", bases, nullptr);
+    Py_DECREF(bases);
+    return type;
+  }();
+  m.attr("IndexOutOfRange") = py::handle(index_error);
   // Each kind of ember::Error as the Python exception a user expects for it.
   py::register_exception_translator([](std::exception_ptr p) {
     try {
@@ -27,6 +36,7 @@ void register_errors() {
         case ErrorKind::NotImplemented: PyErr_SetString(PyExc_NotImplementedError, e.what()); return;
         case ErrorKind::Runtime:
         case ErrorKind::Internal: PyErr_SetString(PyExc_RuntimeError, e.what()); return;
+        case ErrorKind::Index: PyErr_SetString(index_error, e.what()); return;
       }
     } catch (const SymbolicShapeError& e) {
       PyErr_SetString(PyExc_ValueError, (std::string("[symbolic] ") + e.what()).c_str());
@@ -51,7 +61,7 @@ void register_array(py::module_& m) {
 PYBIND11_MODULE(_C, m) {
   namespace ep = ember::python;
   m.doc() = "ember's C++ core";
-  ep::register_errors();
+  ep::register_errors(m);
   ep::register_array(m);
   ep::register_graph(m);
   ep::register_torch_calls(m);
