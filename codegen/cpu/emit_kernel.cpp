@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <functional>
 #include <limits>
+#include <optional>
 #include <vector>
 
 #include "codegen/cpu/emit_ops.h"
@@ -488,6 +489,9 @@ class KernelWriter {
       if (width && out.ty.width == 0) out = broadcast(out, width);
     } else if (v < static_cast<int>(num_inputs())) {
       out = load(v, base[v], j, width);
+    } else if (instr(v).op == Op::Div && !reciprocals_.empty() && !reciprocals_[instr(v).args[1]].name.empty()) {
+      Val scale = reciprocals_[instr(v).args[1]];  // [Note: reciprocals of row divisors]
+      out = m_.binary("arith.mulf", value_at(instr(v).args[0], base, j, width, memo), width ? broadcast(scale, width) : scale);
     } else {
       std::vector<Val> args;
       std::vector<DType> dtypes;
@@ -628,11 +632,55 @@ class KernelWriter {
   }
 
   // The pass that stores the outputs over the row (if any is not a row output).
+  // [Note: reciprocals of row divisors]
+  // A division by a row value (softmax's sum) runs as a multiplication by the row's reciprocal,
+  // as PyTorch's own softmax kernel computes it: a vector division cost more than the rest of
+  // the pass (softmax reached half the copy bandwidth on one thread). The row takes that loop
+  // only when every such reciprocal is a normal number (the divisor's magnitude within
+  // [2^-m, 2^m] for the float's smallest normal exponent -m), else the dividing one: a
+  // reciprocal that overflowed or went subnormal would lose what the division keeps. The
+  // product can differ from the quotient in the last place.
   void store_pass(const std::vector<Val>& base, const Val& fast) {
     bool any = false;
     for (bool row : row_output_) any = any || !row;
     if (!any) return;
-    over_inner(fast, vector_width(spec_), [&](const std::string& j, int width) { store_outputs(base, j, width); });
+    auto pass = [&] {
+      over_inner(fast, vector_width(spec_), [&](const std::string& j, int width) { store_outputs(base, j, width); });
+    };
+    std::optional<Val> safe = row_reciprocals();
+    if (!safe) return pass();
+    m_.open("scf.if " + safe->name + " {");
+    pass();
+    m_.middle("} else {");
+    reciprocals_.assign(row_.size(), Val{});
+    pass();
+    m_.close();
+  }
+
+  // For each row value that a float division in the store pass divides by, its reciprocal
+  // (reciprocals_); and whether all of them are normal numbers. None when there is no such
+  // division.
+  std::optional<Val> row_reciprocals() {
+    reciprocals_.assign(row_.size(), Val{});
+    std::optional<Val> safe;
+    for (size_t v = num_inputs(); v < row_.size(); ++v) {
+      const KernelInstr& b = instr(v);
+      if (row_[v] || b.op != Op::Div || b.args.size() != 2) continue;
+      int divisor = b.args[1];
+      DType dt = b.compute;
+      bool plain = (dt == DType::Float32 || dt == DType::Float64) && spec_.dtype_of(v) == dt &&
+                   spec_.dtype_of(b.args[0]) == dt && spec_.dtype_of(divisor) == dt;
+      if (!row_[divisor] || !plain || !reciprocals_[divisor].name.empty()) continue;
+      const Val& d = row_vals_[divisor];
+      if (d.name.empty() || d.ty.width != 0) continue;
+      reciprocals_[divisor] = m_.binary("arith.divf", m_.constant(1.0, d.ty), d);
+      double limit = dt == DType::Float32 ? 0x1p126 : 0x1p1022;
+      Val magnitude = m_.unary("math.absf", d);
+      Val ok = m_.binary("arith.andi", m_.cmp("arith.cmpf", "oge", magnitude, m_.constant(1.0 / limit, d.ty)),
+                         m_.cmp("arith.cmpf", "ole", magnitude, m_.constant(limit, d.ty)));
+      safe = safe ? m_.binary("arith.andi", *safe, ok) : ok;
+    }
+    return safe;
   }
 
   void store_outputs(const std::vector<Val>& base, const std::string& j, int width) {
@@ -665,6 +713,7 @@ class KernelWriter {
   std::vector<bool> row_output_;  // per output: stored once per row
   std::vector<Val> row_vals_;     // the current row's row values, as computed
   std::vector<int> scaled_;       // per output: the value stored before scaling, or -1
+  std::vector<Val> reciprocals_;  // per row value: its reciprocal, in the store pass's fast loop
 };
 
 }  // namespace

@@ -171,6 +171,26 @@ TEST_CASE("row kernels: softmax stores its exponentials once and scales them", "
   }
 }
 
+TEST_CASE("row kernels: a division by a row value multiplies by its reciprocal only where that is normal",
+          "[codegen][rows]") {
+  // [Note: reciprocals of row divisors]: the store pass has a multiplying loop and a dividing one.
+  std::string text = softmax_kernel_text(DType::Float32);
+  CHECK(count_of(text, "math.absf") == 1);
+  CHECK(count_of(text, "arith.mulf") > 0);
+  // Divisors whose reciprocal would overflow (1e-39 is subnormal in float32), go subnormal
+  // (1e38) or is infinite or NaN take the dividing loop: the quotients are the reference's.
+  double inf = std::numeric_limits<double>::infinity();
+  auto f = compile([](const Tensor& t) { return t / max(t, {-1}, true); });
+  for (double scale : {1.0, 1e-39, 3e-38, 1e38, 3.3e38, inf}) {
+    INFO(scale);
+    Tensor x = uniform({4, 40}, 9, 0.25, 1.0) * scale;
+    check_close(f(x), x / max(cast(x, DType::Float64), {-1}, true), 1.3e-5 * 4, 1.5e-5 * 4);
+  }
+  Tensor tiny = full({2, 33}, 1e-40, DType::Float32);  // the sum is subnormal
+  auto g = compile([](const Tensor& t) { return t / sum(t, {-1}, true); });
+  check_close(g(tiny), full({2, 33}, 1.0 / 33), 1e-6, 1e-7);
+}
+
 TEST_CASE("fusion: a node does not join a group that waits, through another group, for its value", "[codegen][fusion]") {
   // k = c * c is a scalar group; the row group over x reads k (x - sum(x) / k), and
   // reshape(sum(x)) / k would join k's group through k. No node path leads from sum(x) back to
