@@ -72,7 +72,7 @@ TEST_CASE("KernelSpec: a column kernel's header round-trips, a column kernel has
 
 TEST_CASE("column and split reductions: every op and set of dims, keepdim or not, against the interpreter",
           "[codegen][reductions]") {
-  // Shapes around the vector width (32 float32 columns a step), with tails, a size-1 dim, and
+  // Shapes around the steps (64 float32 columns, then 16, then one: 300 takes all three), with tails, a size-1 dim, and
   // sizes past the pool's grain (rows split over threads, or columns when rows are few).
   const std::vector<std::pair<std::vector<int64_t>, std::vector<std::vector<int64_t>>>> cases = {
       {{37, 45}, {{0}, {1}, {}}},
