@@ -14,7 +14,10 @@
 // combiner's exactly; several threads' parts of one line combine with combine_indexed, whose
 // ties go to the smaller index.
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
+#include <type_traits>
+#include <vector>
 
 #include "runtime/kernels/kernel.h"
 #include "runtime/thread_pool.h"
@@ -108,28 +111,73 @@ Indexed<T> scan(const T* p, int64_t lo, int64_t hi, int64_t stride) {
 }
 
 // Lines side by side: line b (0 <= b < width) has its elements at p[b + j * stride], j < n.
-// Writes each line's extreme position to at[b]: the lanes' extreme values first, then where
-// each first is.
+// Writes each line's extreme position to at[b]. The lines go down the rows together (at most
+// kAcross of them: 8 KiB of float32 per row, so the walk streams through memory nearly as a
+// copy does, and the lanes stay in L1 and L2). For 4- and 8-byte elements each lane carries
+// the index of its best beside it, in an integer lane of the same width, so one walk finds
+// both; narrower elements take their extremes first and then a second walk for where each
+// first is. Walking one quad of lines down all the rows, then again for the positions, visited
+// a new page at every step: a max over dim 0 of [16384, 8192] took 538 ms on 2 threads
+// (torch.compile 62 ms); now 53 ms (torch.compile 65 ms).
+constexpr int64_t kAcross = 2048;
+
+template <class T>
+using IndexLane = std::conditional_t<sizeof(T) == 4, int32_t, int64_t>;
+
+template <bool Max, class T>
+void scan_across_indexed(const T* p, int64_t width, int64_t n, int64_t stride, int64_t* at) {
+  using I = IndexLane<T>;
+  typedef T V __attribute__((vector_size(16)));
+  typedef I IV __attribute__((vector_size(16)));
+  constexpr int64_t kCount = 16 / sizeof(T);
+  std::vector<T> best_lanes(p, p + width);
+  std::vector<I> index_lanes(width, 0);
+  T* best = best_lanes.data();
+  I* index = index_lanes.data();
+  int64_t whole = width - width % kCount;
+  for (int64_t j = 1; j < n; ++j) {
+    const T* row = p + j * stride;
+    IV jv = IV{} + static_cast<I>(j);
+    for (int64_t k = 0; k < whole; k += kCount) {
+      V v, b;
+      IV ix;
+      std::memcpy(&v, row + k, sizeof v);
+      std::memcpy(&b, best + k, sizeof b);
+      std::memcpy(&ix, index + k, sizeof ix);
+      auto take = Max ? v > b : v < b;
+      if constexpr (std::is_floating_point_v<T>) take = take | ((v != v) & (b == b));
+      b = take ? v : b;
+      ix = take ? jv : ix;
+      std::memcpy(best + k, &b, sizeof b);
+      std::memcpy(index + k, &ix, sizeof ix);
+    }
+    for (int64_t k = whole; k < width; ++k)
+      if (beats<Max>(row[k], best[k])) best[k] = row[k], index[k] = static_cast<I>(j);
+  }
+  for (int64_t k = 0; k < width; ++k) at[k] = index[k];
+}
+
 template <bool Max, class T>
 void scan_across(const T* p, int64_t width, int64_t n, int64_t stride, int64_t* at) {
-  using L = Lanes<T>;
-  T best[L::kQuad];
-  for (int64_t b0 = 0; b0 < width; b0 += L::kQuad) {
-    int64_t w = std::min(L::kQuad, width - b0);
-    if (w == L::kQuad) {
-      typename L::Quad lanes = L::load(p + b0);
-      for (int64_t j = 1; j < n; ++j) L::template keep_better<Max>(L::load(p + j * stride + b0), lanes);
-      for (int64_t k = 0; k < w; ++k) best[k] = L::lane(lanes, k);
-    } else {
-      for (int64_t k = 0; k < w; ++k) {
-        best[k] = p[b0 + k];
-        for (int64_t j = 1; j < n; ++j) {
-          T v = p[j * stride + b0 + k];
-          best[k] = beats<Max>(v, best[k]) ? v : best[k];
-        }
+  if constexpr (sizeof(T) == 4 || sizeof(T) == 8) {
+    if (sizeof(T) == 8 || n <= INT32_MAX) return scan_across_indexed<Max>(p, width, n, stride, at);
+  }
+  std::vector<T> best(p, p + width);
+  for (int64_t j = 1; j < n; ++j) {
+    const T* row = p + j * stride;
+    for (int64_t k = 0; k < width; ++k) best[k] = beats<Max>(row[k], best[k]) ? row[k] : best[k];
+  }
+  std::fill(at, at + width, -1);
+  int64_t left = width;
+  for (int64_t j = 0; j < n && left > 0; ++j) {
+    const T* row = p + j * stride;
+    for (int64_t k = 0; k < width; ++k) {
+      T v = row[k];
+      if (at[k] < 0 && (v == best[k] || (v != v && best[k] != best[k]))) {
+        at[k] = j;
+        --left;
       }
     }
-    for (int64_t k = 0; k < w; ++k) at[b0 + k] = first_equal(p + b0 + k, 0, n, stride, best[k]);
   }
 }
 
@@ -156,10 +204,17 @@ void positions(const Array& x, const Lines& lines, int64_t* index) {
     int64_t width = lines.outer_shape[rank - 1], groups = count / width;
     std::vector<int64_t> shape(lines.outer_shape.begin(), lines.outer_shape.end() - 1);
     std::vector<int64_t> strides(lines.outer_strides.begin(), lines.outer_strides.end() - 1);
-    parallel_for(groups, std::max<int64_t>(1, kGrainElements / std::max<int64_t>(1, width * n)), [&](int64_t lo, int64_t hi) {
-      for (int64_t g = lo; g < hi; ++g)
-        scan_across<Max>(base + strided_offset(g, shape, strides), width, n, lines.stride, index + g * width);
-    });
+    // Tasks are blocks of kAcross lines, so that a single group (a max over dim 0) is shared
+    // among the threads too.
+    int64_t blocks = (width + kAcross - 1) / kAcross;
+    parallel_for(groups * blocks, std::max<int64_t>(1, kGrainElements / std::max<int64_t>(1, kAcross * n)),
+                 [&](int64_t lo, int64_t hi) {
+                   for (int64_t t = lo; t < hi; ++t) {
+                     int64_t g = t / blocks, b0 = (t % blocks) * kAcross;
+                     scan_across<Max>(base + strided_offset(g, shape, strides) + b0, std::min(kAcross, width - b0), n,
+                                      lines.stride, index + g * width + b0);
+                   }
+                 });
     return;
   }
   // Otherwise line by line; a few long lines are cut into parts that combine afterwards.

@@ -98,16 +98,19 @@ TEST_CASE("argmax: one long line cut among threads keeps the first of equal extr
 }
 
 TEST_CASE("argmax: lines side by side in lanes (the reduced dim not the last)", "[kernels][argmax]") {
-  // Widths that fill the lanes, and leave some over.
-  for (int64_t width : {1, 16, 37, 64, 130}) {
+  // Widths that fill the lanes, and leave some over; past one block of lines (2048) and with a
+  // partial block, so that the blocks go to several tasks.
+  for (int64_t width : {1, 16, 37, 64, 130, 2048, 4101}) {
     std::vector<double> v = coarse(static_cast<size_t>(3 * 11 * width), static_cast<uint32_t>(width));
     v[static_cast<size_t>(width + 2) % v.size()] = kNaN;
     Tensor x = from_vector(v, {3, 11, width});
     INFO("width " << width);
     check_extremes(x, {1});
     check_extremes(x, {0});
-    for (DType dt : {DType::Int8, DType::UInt8, DType::Int16, DType::Int32, DType::Int64, DType::BFloat16, DType::Bool})
+    for (DType dt : {DType::Int8, DType::UInt8, DType::Int16, DType::Int32, DType::Int64, DType::BFloat16, DType::Bool,
+                     DType::Float64})
       check_extremes(from_vector(coarse(v.size(), 5), {3, 11, width}).to(dt), {1});
+    check_extremes(x.to(DType::Float64), {1});  // 8-byte lanes with a NaN
   }
 }
 
