@@ -280,3 +280,30 @@ def test_cumsum_of_float32_accumulates_as_eager():
     x = torch.full((1, 100000), 0.1)
     x[0, ::7] = 1e4
     compiled_matches(lambda t: t.cumsum(1), x, tol=dict(rtol=0, atol=0))
+
+
+@pytest.mark.parametrize("mode", ["nearest", "nearest-exact"])
+@pytest.mark.parametrize("scale", [2, 3, 0.5])
+def test_nearest_upsampling_indexes_by_an_outer_product(mode, scale):
+    x = torch.randn(2, 3, 6, 5)
+    compiled_matches(lambda t: F.interpolate(t, scale_factor=scale, mode=mode) * 2, x, lowered=["aten.index.Tensor"])
+
+
+def test_several_index_tensors():
+    x = torch.randn(4, 6, 5)
+    rows, cols = torch.tensor([[0], [3], [-1]]), torch.tensor([4, 0, -2, 1])
+    compiled_matches(lambda t, r, c: t[:, r, c] + 1, x, rows, cols, lowered=["aten.index.Tensor"])
+    compiled_matches(lambda t, r, c: t[r, c], x, rows, cols, lowered=["aten.index.Tensor"])
+    # Not an outer product (both vary along one dim), and indices at dims apart: torch calls, still right.
+    compiled_matches(lambda t, r, c: t[:, r, c], x, torch.tensor([0, 1, 2]), torch.tensor([3, 4, 0]))
+    compiled_matches(lambda t, r, c: t[r, :, c], x, torch.tensor([0, 1]), torch.tensor([3, 4]))
+
+
+def test_several_index_tensors_out_of_range_raise_as_eager():
+    x = torch.randn(4, 6, 5)
+    rows, cols = torch.tensor([[0], [3]]), torch.tensor([5, 0])  # 5 is past dim 2 (size 5)
+    fn = lambda t, r, c: t[:, r, c] + 1  # noqa: E731
+    with pytest.raises(IndexError):
+        fn(x, rows, cols)
+    with pytest.raises(IndexError):
+        ember.compile(fn)(x, rows, cols)

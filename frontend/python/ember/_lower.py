@@ -562,20 +562,46 @@ def _index_put(cx, x, indices, values, accumulate=False):
 
 @lowering("aten.index.Tensor")
 def _index(cx, x, indices):
-    """x[..., idx, ...] for one integer index tensor after full slices: index_select of the
-    flattened index along that axis, the index's shape put back in its place. Negative
-    indices count from the end, as in PyTorch's advanced indexing. Several index tensors stay
-    a torch call: a combined index would not catch one out of range in its own dim."""
-    axis = len(indices) - 1
-    idx = indices[axis] if indices else None
-    if idx is None or any(i is not None for i in indices[:axis]) or idx.dtype in ("bool", "u8") or not x.shape:
-        raise Unsupported("indexing other than by one integer index after full slices")
-    flat = cx.op("reshape", [idx], {"shape": [-1]}) if len(idx.shape) != 1 else idx
-    picked = cx.op("index_select", [x, flat], {"axis": axis, "wrap": True})
-    if len(idx.shape) == 1:
+    """x[..., idx, ...] by integer index tensors at adjacent dims after full slices: an
+    index_select along each of them, the broadcast shape of the indices put back in their place.
+    One index tensor, of any shape; or several that vary along different dims of their broadcast
+    shape, in order (nearest upsampling's x[:, :, rows[:, None], cols]): then the result is their
+    outer product, and each index is checked against its own dim. Negative indices count from
+    the end, as in PyTorch's advanced indexing. Other combinations stay a torch call: a combined
+    index would not catch one out of range in its own dim."""
+    axes = [d for d, i in enumerate(indices) if i is not None]
+    if not axes or axes != list(range(axes[0], axes[0] + len(axes))) or not x.shape:
+        raise Unsupported("indexing other than by index tensors at adjacent dims")
+    tensors = [indices[d] for d in axes]
+    if any(t.dtype in ("bool", "u8") for t in tensors):
+        raise Unsupported("indexing by a mask")
+    shape = _separable_shape([t.shape for t in tensors]) if len(tensors) > 1 else list(tensors[0].shape)
+    picked = x
+    for axis, t in zip(axes, tensors):
+        flat = cx.op("reshape", [t], {"shape": [-1]}) if len(t.shape) != 1 else t
+        picked = cx.op("index_select", [picked, flat], {"axis": axis, "wrap": True})
+    if len(tensors) == 1 and len(shape) == 1:
         return picked
-    shape = list(x.shape[:axis]) + list(idx.shape) + list(x.shape[axis + 1:])
-    return cx.op("reshape", [picked], {"shape": cx.shape(shape)})
+    out = list(x.shape[:axes[0]]) + shape + list(x.shape[axes[-1] + 1:])
+    return cx.op("reshape", [picked], {"shape": cx.shape(out)})
+
+
+def _separable_shape(shapes):
+    """The broadcast shape of index tensors that each vary along at most one dim of it, in
+    order, so that indexing by them is selecting by each in turn; else Unsupported."""
+    if any(not isinstance(d, int) for s in shapes for d in s):
+        raise Unsupported("several index tensors of symbolic shapes")
+    rank = max(len(s) for s in shapes)
+    aligned = [[1] * (rank - len(s)) + list(s) for s in shapes]
+    out, last = [1] * rank, -1
+    for s in aligned:
+        varying = [d for d, n in enumerate(s) if n != 1]
+        if len(varying) > 1 or (varying and (varying[0] <= last or out[varying[0]] != 1)):
+            raise Unsupported("index tensors that are not an outer product")
+        if varying:
+            last = varying[0]
+            out[last] = s[last]
+    return out
 
 
 @lowering("aten.index_add.default")
