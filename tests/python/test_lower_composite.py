@@ -109,9 +109,13 @@ def test_repeat_and_tile(shape, repeats):
 
 
 def test_repeat_of_integers_and_a_symbolic_dim():
+    """ember's symbolic dims are texts: 3 * "s0" made "s0s0s0", and repeat fell back to a torch
+    call under dynamic sizes."""
     fn = lambda t: t.repeat(2, 3) + 1  # noqa: E731
-    for n in (5, 8):
-        compiled_matches(fn, torch.randint(-9, 9, (4, n)), dynamic=True)
+    compiled = None
+    for n in (5, 8, 11):
+        compiled = compiled_matches(fn, torch.randint(-9, 9, (4, n)), dynamic=True, lowered=["aten.repeat.default"])
+    assert report_of(compiled).graph_count == 1
 
 
 @pytest.mark.parametrize("dims", [(0,), (1,), (-1, 0), (0, 1, 2)])
@@ -307,3 +311,26 @@ def test_several_index_tensors_out_of_range_raise_as_eager():
         fn(x, rows, cols)
     with pytest.raises(IndexError):
         ember.compile(fn)(x, rows, cols)
+
+
+def test_training_through_slice_assignment_and_group_norm_has_no_torch_call():
+    """Their backward graphs: new_empty_strided (a buffer the gradient's slices are scattered
+    into) and true_divide (group norm's) were torch calls."""
+    def fn(x, v):
+        y = x * 2
+        y[:, 1:3] = v
+        y[:, ::2] = y[:, ::2] * 3
+        return F.group_norm(y.reshape(2, 4, -1), 2).sum()
+
+    x, v = torch.randn(4, 6, requires_grad=True), torch.randn(4, 2, requires_grad=True)
+    expected = fn(x, v)
+    want = torch.autograd.grad(expected, (x, v))
+    compiled = ember.compile(fn)
+    actual = compiled(x, v)
+    got = torch.autograd.grad(actual, (x, v))
+    torch.testing.assert_close(actual, expected, rtol=1e-4, atol=1e-4)
+    for g, w in zip(got, want):
+        torch.testing.assert_close(g, w, rtol=1e-4, atol=1e-4)
+    report = report_of(compiled)
+    assert [g.kind for g in report.graphs] == ["forward", "backward"]
+    assert not any(g.torch_calls for g in report.graphs), report.text()

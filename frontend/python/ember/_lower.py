@@ -176,6 +176,7 @@ for _ember, _aten in [
 for _name in ["logical_and", "logical_or", "logical_xor"]:
     LOWERINGS[f"aten.{_name}.default"] = _elementwise(_name)
 LOWERINGS["aten.div.Tensor"] = LOWERINGS["aten.div.Scalar"] = _elementwise("div")
+LOWERINGS["aten.true_divide.Tensor"] = _elementwise("div")  # group norm's backward
 
 
 def _pow_tensor_tensor(cx, a, b):

@@ -36,6 +36,13 @@ def _copy(cx, dst, src, non_blocking=False):
     return value
 
 
+@lowering("aten.new_empty_strided.default")
+def _new_empty_strided(cx, x, size, stride, dtype=None, layout=None, device=None, pin_memory=None):
+    """Memory whose values nobody reads before writing them (a gradient's buffer before its
+    slices are scattered in): zeros, in ember's layout."""
+    return cx.full(size, 0.0, ember_dtype(cx.node.meta["val"].dtype))
+
+
 @lowering("aten.slice_scatter.default")
 def _slice_scatter(cx, x, src, dim=0, start=None, end=None, step=1):
     """x with x[start:end:step] along dim replaced by src: the parts of x around a unit-step
@@ -71,7 +78,8 @@ def _repeat(cx, x, repeats):
     """x tiled: each dim of x (with leading 1s up to len(repeats)) gets a new dim of its repeat
     count in front, broadcast, and the pairs merged."""
     repeats = [int(r) for r in repeats]
-    shape = [1] * (len(repeats) - len(x.shape)) + list(x.shape)
+    # Sizes from PyTorch's meta (ints or SymInts, which multiply): ember's dims are texts.
+    shape = [1] * (len(repeats) - len(x.shape)) + list(cx.node.args[0].meta["val"].shape)
     if len(shape) != len(repeats) or any(r < 0 for r in repeats):
         raise Unsupported("repeat with fewer counts than dims")
     paired = [v for size in shape for v in (1, size)]
