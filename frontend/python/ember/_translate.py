@@ -1,7 +1,7 @@
 """An ATen-level FX graph (from AOTAutograd) as one compiled ember graph.
 
 Each placeholder becomes a graph input (a SymInt placeholder binds a symbol instead), each ATen
-node an ember op through its lowering (_lower.py), or a torch call when there is none or it
+node an ember op through its lowering (_lower*.py), or a torch call when there is none or it
 declines the case. Every lowered node is checked against the dtype and shape PyTorch's meta
 says it has; a mismatch also makes it a torch call. get_attr tensors are inputs bound once.
 """
