@@ -48,3 +48,28 @@ def assert_compiled(compiled, min_lowered_share=0.0):
     share = max(g.lowered_share for g in report.graphs)
     assert share > min_lowered_share, report.text()
     return report
+
+
+F32 = dict(rtol=1.3e-5 * 4, atol=1.5e-5 * 4)  # a short chain of ops
+
+
+def run_both(fn, *args, **compile_kwargs):
+    """eager(fn) and ember.compile(fn) on clones of args: (expected, actual, compiled)."""
+    expected = fn(*[a.clone() if isinstance(a, torch.Tensor) else a for a in args])
+    compiled = ember.compile(fn, **compile_kwargs)
+    actual = compiled(*[a.clone() if isinstance(a, torch.Tensor) else a for a in args])
+    return expected, actual, compiled
+
+
+def assert_same(actual, expected, **tol):
+    if isinstance(expected, (tuple, list)):
+        assert len(actual) == len(expected)
+        for a, e in zip(actual, expected):
+            assert_same(a, e, **tol)
+        return
+    assert actual.dtype == expected.dtype and actual.shape == expected.shape
+    if expected.is_floating_point():
+        assert torch.equal(actual.isnan(), expected.isnan()), f"NaN mismatch:\n{actual}\nvs eager\n{expected}"
+        torch.testing.assert_close(actual, expected, equal_nan=True, **(tol or F32))
+    else:
+        assert torch.equal(actual, expected), f"{actual}\nvs eager\n{expected}"

@@ -13,32 +13,7 @@ import torch
 import torch.nn.functional as F
 
 import ember
-from conftest import assert_compiled, report_of
-
-F32 = dict(rtol=1.3e-5 * 4, atol=1.5e-5 * 4)  # a short chain of ops
-
-
-def run_both(fn, *args, **compile_kwargs):
-    """eager(fn) and ember.compile(fn) on clones of args: (expected, actual, compiled)."""
-    expected = fn(*[a.clone() if isinstance(a, torch.Tensor) else a for a in args])
-    compiled = ember.compile(fn, **compile_kwargs)
-    actual = compiled(*[a.clone() if isinstance(a, torch.Tensor) else a for a in args])
-    return expected, actual, compiled
-
-
-def assert_same(actual, expected, **tol):
-    if isinstance(expected, (tuple, list)):
-        assert len(actual) == len(expected)
-        for a, e in zip(actual, expected):
-            assert_same(a, e, **tol)
-        return
-    assert actual.dtype == expected.dtype and actual.shape == expected.shape
-    if expected.is_floating_point():
-        assert torch.equal(actual.isnan(), expected.isnan()), f"NaN mismatch:\n{actual}\nvs eager\n{expected}"
-        torch.testing.assert_close(actual, expected, equal_nan=True, **(tol or F32))
-    else:
-        assert torch.equal(actual, expected), f"{actual}\nvs eager\n{expected}"
-
+from conftest import F32, assert_compiled, assert_same, report_of, run_both
 
 def no_fallback(compiled):
     assert not any(g.fallback for g in report_of(compiled).graphs), report_of(compiled).text()
@@ -591,82 +566,6 @@ def test_special_values_through_integer_and_float_edges():
     assert_compiled(compiled)
 
 
-@pytest.mark.parametrize("fn", [lambda w, i: F.embedding(i, w), lambda w, i: torch.index_select(w, 0, i.flatten()),
-                                lambda w, i: torch.gather(w, 0, i)])
-def test_negative_indices_raise_as_in_eager(fn):
-    w, i = torch.randn(4, 3), torch.tensor([[0, -1, 2]])
-    with pytest.raises(Exception):
-        fn(w, i)
-    with pytest.raises(Exception):
-        ember.compile(fn)(w, i)
-
-
-@pytest.mark.parametrize("index_dtype", [torch.int64, torch.int32])
-def test_embedding_gather_and_index_select_lowered(index_dtype):
-    torch.manual_seed(0)
-    w, x = torch.randn(10, 6), torch.randn(4, 7)
-    ids = torch.randint(0, 10, (3, 5)).to(index_dtype)
-    cols = torch.randint(0, 7, (4, 2))  # gather takes int64 only
-    fn = lambda w, x, ids, cols: (F.embedding(ids, w, padding_idx=0),  # noqa: E731
-                                  torch.index_select(x, 1, ids[0] % 7) if index_dtype == torch.int64 else x[:, :1],
-                                  torch.gather(x, 1, cols), torch.gather(x[:3], 0, cols[:2] % 3),
-                                  torch.index_select(x, 0, ids.new_zeros(0).long()), F.embedding(ids[:, :0], w))
-    expected, actual, compiled = run_both(fn, w, x, ids, cols)
-    assert_same(actual, expected)
-    lowered = report_of(compiled).graphs[0].lowered
-    assert lowered.get("aten.embedding.default") and lowered.get("aten.gather.default")
-    assert not report_of(compiled).graphs[0].torch_calls
-
-
-def test_embedding_over_dynamic_batches():
-    w = torch.randn(50, 8)
-    compiled = ember.compile(lambda w, i: F.embedding(i, w).sum(-1), dynamic=True)
-    for n in (3, 7, 12):
-        i = torch.randint(0, 50, (2, n))
-        torch.testing.assert_close(compiled(w, i), F.embedding(i, w).sum(-1))
-    assert len(report_of(compiled).graphs) == 1
-
-
-def test_index_put_scatter_and_index_add_lowered():
-    """Writes at indices, with duplicates (accumulated), a negative index (advanced indexing
-    counts it from the end), a full slice before the index, a scalar value and index_add."""
-    def fn(x, i, j, v, s):
-        b = x.clone()
-        b[:, j] = 5.0
-        g = x.clone()
-        g[i[1:3]] = v[1:3]
-        return (x.index_put((i,), v, accumulate=True), b, x.scatter(1, j.view(1, -1).expand(3, -1), 2.0),
-                x.scatter_add(0, torch.zeros(1, 4, dtype=torch.long), s), x.index_add(1, j, torch.ones(3, 2)), g,
-                x.scatter(0, torch.tensor([[2, 0, 1, 2]]), s))
-    torch.manual_seed(0)
-    args = torch.randn(3, 4), torch.tensor([0, 2, 0, -1]), torch.tensor([1, 3]), torch.randn(4, 4), torch.randn(1, 4)
-    expected, actual, compiled = run_both(fn, *args)
-    assert_same(actual, expected)
-    assert not report_of(compiled).graphs[0].torch_calls
-
-
-def test_embedding_gradient_lowered_with_padding_idx():
-    w = torch.randn(10, 3, requires_grad=True)
-    ids = torch.tensor([[1, 2, 1], [0, 9, 1]])
-    loss = lambda w, ids: (F.embedding(ids, w, padding_idx=1) ** 2).sum()  # noqa: E731
-    compiled = ember.compile(loss)
-    compiled(w, ids).backward()
-    got, w.grad = w.grad, None
-    loss(w, ids).backward()
-    torch.testing.assert_close(got, w.grad)
-    assert all(not g.torch_calls for g in report_of(compiled).graphs), report_of(compiled).text()
-
-
-@pytest.mark.parametrize("fn", [lambda x, i: x.scatter(0, i, 1.0), lambda x, i: x.index_add(0, i.flatten(), x[:1]),
-                                lambda x, i: x.scatter_add(0, i, x)])
-def test_negative_write_indices_raise_as_in_eager(fn):
-    x, i = torch.randn(3), torch.tensor([-1])
-    with pytest.raises(Exception):
-        fn(x, i)
-    with pytest.raises(Exception):
-        ember.compile(fn)(x, i)
-
-
 def _lstm_step(backend):
     torch.manual_seed(0)
     lstm = torch.nn.LSTM(8, 16, batch_first=True)
@@ -725,22 +624,6 @@ def test_an_untraced_lstm_is_said_not_silent():
         compiled = ember.compile(model)
     assert "allow_rnn" in report_of(compiled).text()
     assert "allow_rnn" in ember.explain(model, torch.randn(2, 5, 8)).text()
-
-
-def test_indexing_by_one_tensor_lowered():
-    """x[i], x[:, j] with a 2-d j and negative entries (counted from the end), over dynamic sizes;
-    an index out of range raises as in eager."""
-    fn = lambda x, i, j: (x[i], x[:, j], x[:, :, i.view(2, 2)] * 2)  # noqa: E731
-    x, i, j = torch.randn(4, 5, 6), torch.tensor([0, -1, 3, 2]), torch.tensor([[1, 4], [0, -2]])
-    expected, actual, compiled = run_both(fn, x, i, j)
-    assert_same(actual, expected)
-    assert report_of(compiled).graphs[0].lowered.get("aten.index.Tensor") == 3
-    dynamic = ember.compile(lambda x, i: x[:, i].sum(-1), dynamic=True)
-    for n in (3, 5, 7):
-        x, i = torch.randn(2, n, 4), torch.randint(-n, n, (n + 1,))
-        torch.testing.assert_close(dynamic(x, i), x[:, i].sum(-1))
-    with pytest.raises(Exception):
-        ember.compile(lambda x, i: x[i])(torch.randn(3), torch.tensor([3]))
 
 
 def test_relu_keeps_minus_zero_and_nan_as_eager():
@@ -1077,30 +960,6 @@ def test_argmax_over_channels_with_ties_and_nans_picks_eager_index(mode):
     expected, actual, compiled = run_both(fn, x, rows, mode=mode)
     assert_same(actual, expected)
     assert_compiled(compiled)
-
-
-W10 = torch.randn(10, 4)
-OUT_OF_RANGE = {
-    "embedding": lambda w, i: F.embedding(i, w) * 2,
-    "x[idx]": lambda w, i: w[i] + 1,
-    "gather": lambda w, i: w.gather(0, i[None]) + 1,
-    "index_add": lambda w, i: w.index_add(0, i, torch.ones(2, 4)) + 1,
-    "scatter_add": lambda w, i: w.scatter_add(0, i[None].expand(4, 2).t(), torch.ones(2, 4)) + 1,
-    "cross_entropy": lambda w, i: F.cross_entropy(w[:2], i.clamp(max=4)),
-}
-
-
-@pytest.mark.parametrize("name", OUT_OF_RANGE)
-def test_an_index_out_of_range_raises_what_eager_raises(name):
-    """ember raised ValueError where eager raises IndexError (embedding, x[idx]) or
-    RuntimeError (gather, scatter): `except IndexError` in user code let it through. ember's
-    IndexOutOfRange is both (and still a ValueError)."""
-    fn, idx = OUT_OF_RANGE[name], torch.tensor([0, 10])
-    with pytest.raises(Exception) as eager:
-        fn(W10, idx)
-    with pytest.raises(type(eager.value)) as got:
-        ember.compile(fn)(W10, idx)
-    assert isinstance(got.value, (ember.IndexOutOfRange, type(eager.value)))
 
 
 @pytest.mark.parametrize("fn", [lambda t: t.clamp(min=0), lambda t: t.clamp(0, 1), lambda t: torch.clamp_min(t, 0.0),
