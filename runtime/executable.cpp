@@ -402,9 +402,8 @@ OutputBuffer Executable::output_buffer(const Binding& binding, size_t b) const {
   int s = outputs_[k];
   const std::vector<int64_t>& shape = binding.shapes[s];
   DType dtype = slots_[s].value.type().dtype;
-  int64_t numel = 1;
-  for (int64_t d : shape) numel *= d;
-  if (static_cast<size_t>(numel) * itemsize(dtype) != request.bytes) return request;  // an earlier value was larger
+  size_t bytes = static_cast<size_t>(checked_numel("output", shape)) * itemsize(dtype);
+  if (bytes != request.bytes) return request;  // an earlier value in the buffer was larger
   request.output = k;
   request.dtype = dtype;
   request.shape = shape;

@@ -80,13 +80,17 @@ T extreme_value(const T* p, int64_t n) {
   return m;
 }
 
+// Whether v is the extreme m: equal, or both NaN.
+template <class T>
+inline bool is_extreme(T v, T m) {
+  return v == m || (v != v && m != m);
+}
+
 // The first j in [lo, hi) where p[j * stride] is `m` (a NaN matches a NaN).
 template <class T>
 int64_t first_equal(const T* p, int64_t lo, int64_t hi, int64_t stride, T m) {
-  for (int64_t j = lo; j < hi; ++j) {
-    T v = p[j * stride];
-    if (v == m || (v != v && m != m)) return j;
-  }
+  for (int64_t j = lo; j < hi; ++j)
+    if (is_extreme(p[j * stride], m)) return j;
   return hi;  // not reached: m is one of the elements
 }
 
@@ -172,8 +176,7 @@ void scan_across(const T* p, int64_t width, int64_t n, int64_t stride, int64_t* 
   for (int64_t j = 0; j < n && left > 0; ++j) {
     const T* row = p + j * stride;
     for (int64_t k = 0; k < width; ++k) {
-      T v = row[k];
-      if (at[k] < 0 && (v == best[k] || (v != v && best[k] != best[k]))) {
+      if (at[k] < 0 && is_extreme(row[k], best[k])) {
         at[k] = j;
         --left;
       }
