@@ -334,3 +334,13 @@ def test_training_through_slice_assignment_and_group_norm_has_no_torch_call():
     report = report_of(compiled)
     assert [g.kind for g in report.graphs] == ["forward", "backward"]
     assert not any(g.torch_calls for g in report.graphs), report.text()
+
+
+@pytest.mark.parametrize("n", [0, 1, 2, 7])
+def test_composites_at_the_edges_of_a_dim(n):
+    """Empty, single and pair dims (which Dynamo specialises) through the composite lowerings,
+    and an int32 running sum past int32's range (eager sums into int64)."""
+    x = torch.randn(3, n)
+    compiled_matches(lambda t: (t.repeat(2, 1, 3), t.cumsum(1), torch.linalg.vector_norm(t, dim=1)), x, dynamic=True)
+    compiled_matches(lambda t: (t.flip(1), torch.sort(t, stable=True)), x)
+    compiled_matches(lambda t: t.cumsum(1), torch.full((1, 3000), 2 ** 30, dtype=torch.int32))
