@@ -4,6 +4,7 @@
 #include <limits>
 #include <vector>
 
+#include "codegen/cpu/jit.h"
 #include "ir/error.h"
 
 namespace ember::codegen::cpu {
@@ -79,7 +80,7 @@ struct Emitter {
   }
   Val nan(const Val& a) { return m.cmp("arith.cmpf", "uno", a, a); }
   Val sigmoid(const Val& x) {  // 1 / (1 + e^-x)
-    Val e = m.unary("math.exp", m.unary("arith.negf", x));
+    Val e = exp(m.unary("arith.negf", x));
     return m.binary("arith.divf", k(1), m.binary("arith.addf", k(1), e));
   }
   Val gelu(const Val& x, bool tanh_form) {
@@ -118,6 +119,40 @@ struct Emitter {
     // Rounding can leave |erf| an ulp above 1 near the clamp.
     Val r = m.binary("arith.divf", m.binary("arith.mulf", x, p), q);
     return m.binary("arith.maximumf", m.binary("arith.minimumf", r, k(1.0)), k(-1.0));
+  }
+  // exp in float32 on an AVX-512 host: e^x = 2^n * e^r with n = round(x / ln 2), r = x - n ln 2
+  // in two FMAs (ln 2's high part has few bits, so n times it is exact), e^r by a degree-7
+  // polynomial (Cephes' expf coefficients, 7 FMAs), and 2^n applied by vscalefps, which
+  // overflows to infinity and rounds into subnormals as the exact result would. MLIR's expansion
+  // builds 2^n from exponent bits, which needs n clamped and the special cases selected back:
+  // about twice the instructions, and a softmax's exp pass was compute-bound on one thread.
+  // x is clamped to [-104, 89] (beyond, e^x is 0 or infinity in float32) so that infinities do
+  // not meet in r; the selects keep NaN. A scalar (a row's tail) takes the same path in lane 0,
+  // so an element's result does not depend on where it sits in the row.
+  Val exp(const Val& x) {
+    static const bool avx512 = host_target().find("+avx512f") != std::string::npos;
+    if (t.elem != "f32" || !avx512 || (x.ty.width != 0 && x.ty.width != 16)) return m.unary("math.exp", x);
+    if (x.ty.width == 0) {
+      Ty wide{"f32", 16};
+      Val lanes = m.let("vector.broadcast " + x.name + " : f32 to " + wide.str(), wide);
+      Val r = Emitter{m, wide}.exp(lanes);
+      return m.let("vector.extract " + r.name + "[0] : f32 from " + wide.str(), t);
+    }
+    Val c = m.select(m.cmp("arith.cmpf", "ogt", x, k(89.0)), k(89.0), x);
+    c = m.select(m.cmp("arith.cmpf", "olt", c, k(-104.0)), k(-104.0), c);
+    Val n = m.unary("math.roundeven", m.binary("arith.mulf", c, k(1.4426950408889634)));
+    Val r = fma(n, k(-0.693359375), c);
+    r = fma(n, k(2.12194440e-4), r);
+    static constexpr double kPoly[] = {1.9875691500e-4, 1.3981999507e-3, 8.3334519073e-3,
+                                       4.1665795894e-2, 1.6666665459e-1, 5.0000001201e-1};
+    Val p = k(kPoly[0]);
+    for (size_t i = 1; i < std::size(kPoly); ++i) p = fma(p, r, k(kPoly[i]));
+    p = fma(fma(p, r, k(1.0)), r, k(1.0));  // p r^2 + r + 1
+    Val all = m.int_constant(-1, {"i16", 0}), current_rounding = m.int_constant(4, {"i32", 0});
+    return m.let("llvm.call_intrinsic \"llvm.x86.avx512.mask.scalef.ps.512\"(" + p.name + ", " + n.name + ", " +
+                     p.name + ", " + all.name + ", " + current_rounding.name + ") : (" + t.str() + ", " + t.str() +
+                     ", " + t.str() + ", i16, i32) -> " + t.str(),
+                 t);
   }
   // (a is NaN or a `pred` b) ? a : b: maximum and minimum, NaN from either side.
   Val pick(const char* float_pred, const char* int_pred, const Val& a, const Val& b) {
@@ -162,7 +197,7 @@ struct Emitter {
     switch (instr.op) {
       case Op::Neg: return f ? m.unary("arith.negf", a[0]) : m.binary("arith.subi", k(0), a[0]);
       case Op::Abs: return abs(a[0]);
-      case Op::Exp: return m.unary("math.exp", a[0]);
+      case Op::Exp: return exp(a[0]);
       case Op::Exp2: return m.unary("math.exp2", a[0]);
       case Op::Log: return logarithm("math.log", a[0], 0.6931471805599453);
       case Op::Log2: return logarithm("math.log2", a[0], 1.0);
