@@ -61,6 +61,7 @@ const std::vector<Setting>& settings() {
       {"EMBER_CODEGEN", "0 to run every graph on the reference interpreter instead of generated kernels"},
       {"EMBER_CACHE_DIR", "on-disk cache directory (default ~/.cache/ember), or off"},
       {"EMBER_CACHE_MAX_MB", "the disk cache's size limit per kind of entry, in MiB (default 1024)"},
+      {"EMBER_PERF_MAP", "1 to name each loaded kernel in /tmp/perf-<pid>.map, for perf report"},
   };
   return table;
 }

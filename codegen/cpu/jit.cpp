@@ -1,7 +1,10 @@
 #include "codegen/cpu/jit.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <mutex>
 #include <unordered_map>
 
@@ -12,6 +15,7 @@
 #include "llvm/IR/LegacyPassManager.h"
 #include "llvm/IR/Module.h"
 #include "llvm/MC/TargetRegistry.h"
+#include "llvm/Object/ELFObjectFile.h"
 #include "llvm/Passes/PassBuilder.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/TargetSelect.h"
@@ -36,6 +40,7 @@
 #include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
 #include "mlir/Target/LLVMIR/Export.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
+#include "runtime/config.h"
 
 namespace ember::codegen::cpu {
 
@@ -234,6 +239,41 @@ std::string compile_object(const std::string& mlir_text, Stages* stages) {
   return object;
 }
 
+namespace {
+
+// The size of function `name` in an object file, 0 if not found.
+uint64_t symbol_size(const std::string& object, const std::string& name) {
+  auto file = llvm::object::ObjectFile::createObjectFile(llvm::MemoryBufferRef(object, name));
+  if (!file) {
+    llvm::consumeError(file.takeError());
+    return 0;
+  }
+  for (const llvm::object::SymbolRef& symbol : (*file)->symbols()) {
+    auto symbol_name = symbol.getName();
+    if (!symbol_name) {
+      llvm::consumeError(symbol_name.takeError());
+      continue;
+    }
+    if (*symbol_name == name) return llvm::object::ELFSymbolRef(symbol).getSize();
+  }
+  return 0;
+}
+
+// With EMBER_PERF_MAP=1, each loaded kernel's address range and name go to /tmp/perf-<pid>.map,
+// where `perf report` looks for the names of JIT code: a profile then shows ember_k_<hash> (its
+// KernelSpec under EMBER_DUMP_AFTER=kernel-spec) instead of an anonymous [JIT] address.
+void add_to_perf_map(KernelFn fn, const std::string& object, const std::string& name) {
+  static const bool on = config::get("EMBER_PERF_MAP") == "1";
+  if (!on) return;
+  static FILE* map = std::fopen(("/tmp/perf-" + std::to_string(getpid()) + ".map").c_str(), "a");
+  if (!map) return;
+  std::fprintf(map, "%lx %lx %s\n", reinterpret_cast<unsigned long>(fn),
+               static_cast<unsigned long>(symbol_size(object, name)), name.c_str());
+  std::fflush(map);
+}
+
+}  // namespace
+
 KernelFn load_kernel(const std::string& object, const std::string& name) {
   initialise();
   static std::mutex mu;
@@ -256,6 +296,7 @@ KernelFn load_kernel(const std::string& object, const std::string& name) {
   if (!address) throw CodegenError("load", llvm::toString(address.takeError()));
   KernelFn fn = address->toPtr<KernelFn>();
   loaded.emplace(name, fn);
+  add_to_perf_map(fn, object, name);
   return fn;
 }
 
