@@ -1,6 +1,7 @@
 """ember.compile's surface: modes, options, decorators, state_dict, fallback, the backend entry
 point."""
 import io
+import os
 import subprocess
 import sys
 import warnings
@@ -186,3 +187,22 @@ def test_a_sparse_gradient_runs_its_graph_on_pytorch_with_a_warning():
         ember.compile(mine)(index).sum().backward()
     assert mine.weight.grad.is_sparse
     torch.testing.assert_close(mine.weight.grad.to_dense(), eager.weight.grad.to_dense())
+
+
+def test_perf_map_names_each_generated_kernel(tmp_path):
+    # EMBER_PERF_MAP=1: perf report finds the kernels' names in /tmp/perf-<pid>.map.
+    code = ("import os, torch, ember\n"
+            "f = ember.compile(lambda x: torch.softmax(x * 2, -1))\n"
+            "f(torch.randn(4, 40))\n"
+            "print(os.getpid())\n")
+    env = dict(os.environ, EMBER_PERF_MAP="1", EMBER_CACHE_DIR=str(tmp_path))
+    out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True, env=env)
+    path = f"/tmp/perf-{out.stdout.split()[-1]}.map"
+    try:
+        lines = open(path).read().splitlines()
+    finally:
+        os.remove(path)
+    assert lines, "no kernel was named"
+    for line in lines:
+        start, size, name = line.split()
+        assert int(start, 16) > 0 and int(size, 16) > 0 and name.startswith("ember_k_")
