@@ -176,6 +176,13 @@ dnnl::stream& thread_stream() {
   return stream;
 }
 
+bool onednn_has_avx512() {
+  // The ISA values are bit sets, each holding the ones it extends (avx2_vnni's is above avx512_core's).
+  const auto want = static_cast<unsigned>(dnnl::cpu_isa::avx512_core);
+  static const bool avx512 = (static_cast<unsigned>(dnnl::get_effective_cpu_isa()) & want) == want;
+  return avx512;
+}
+
 bool onednn_gemm(DType t, const void* a, const void* b, void* c, int64_t m, int64_t n, int64_t k, bool trans_b,
                  float beta) {
   if (beta != 0.0f && beta != 1.0f) return false;
