@@ -273,3 +273,36 @@ def test_a_graph_that_falls_back_gets_inputs_in_the_layout_it_was_traced_with():
         gm(strided)  # PyTorch alone refuses it
     out = eager_fallback(gm)([strided])
     torch.testing.assert_close(out[0], strided.reshape(-1) * 2)
+
+
+@pytest.mark.parametrize("x, fn", [
+    (torch.tensor(2.5), lambda x: x * 0.1 + 1.5),              # a loss scaled and shifted
+    (torch.tensor(2.5, dtype=torch.float64), lambda x: x / 3.0 - 1e-300),
+    (torch.tensor(7, dtype=torch.int32), lambda x: x * 3 + 1),
+    (torch.tensor(200, dtype=torch.uint8), lambda x: x + 100),  # wraps in uint8, as eager's
+    (torch.tensor(7, dtype=torch.int32), lambda x: x * 0.5),   # a float number turns it float32
+    (torch.tensor(True), lambda x: x + 1),                      # an int number turns it int64
+], ids=["f32", "f64", "i32", "u8 wraps", "i32 * float", "bool + int"])
+def test_zero_dim_tensor_with_a_python_number_keeps_its_dtype_and_is_lowered(x, fn):
+    # ember's constants are 0-d tensors; beside a 0-d tensor a number must not widen it (0-d
+    # float32 * 0.1 was float64, so the op ran as a torch call).
+    compiled = ember.compile(fn)
+    actual, expected = compiled(x), fn(x)
+    assert actual.dtype == expected.dtype and torch.equal(actual, expected)
+    report = report_of(compiled)
+    assert not any(g.torch_calls for g in report.graphs), report.text()
+
+
+def test_cross_entropy_with_label_smoothing_lowers_forward_and_backward():
+    x = torch.randn(8, 10, requires_grad=True)
+    t = torch.randint(0, 10, (8,))
+    fn = lambda x, t: F.cross_entropy(x, t, label_smoothing=0.1)  # noqa: E731
+    compiled = ember.compile(fn)
+    actual = compiled(x, t)
+    (grad,) = torch.autograd.grad(actual, x)
+    expected = fn(x, t)
+    (want,) = torch.autograd.grad(expected, x)
+    torch.testing.assert_close(actual, expected)
+    torch.testing.assert_close(grad, want)
+    report = report_of(compiled)
+    assert len(report.graphs) == 2 and not any(g.torch_calls for g in report.graphs), report.text()

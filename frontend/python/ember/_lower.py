@@ -45,14 +45,23 @@ def _is_value(x):
     return hasattr(x, "dtype") and hasattr(x, "shape") and not isinstance(x, (int, float, bool, torch.Tensor))
 
 
+_INT_RANGES = {"u8": (0, 255), "i8": (-128, 127), "i16": (-2 ** 15, 2 ** 15 - 1), "i32": (-2 ** 31, 2 ** 31 - 1)}
+
+
 def _scalar_dtype(value, other):
     """The dtype of a Python number's constant beside tensor `other`, as PyTorch promotes a
     wrapped number: it never widens a tensor of its own kind, and a float beside integers gives
-    the default float (float32)."""
+    the default float (float32). ember's constants are 0-d tensors, which a tensor with dims
+    outranks; beside a 0-d tensor (a loss times 0.9 in label smoothing) the constant takes that
+    tensor's dtype instead, or the two 0-d tensors would promote to int64 or float64."""
     if isinstance(value, bool):
         return "bool"
+    zero_dim = other is not None and len(other.shape) == 0
     if isinstance(value, int):
-        return "i64"
+        lo, hi = _INT_RANGES.get(other.dtype, (1, 0)) if zero_dim else (1, 0)
+        return other.dtype if lo <= value <= hi else "i64"  # out of range: eager's call raises
+    if zero_dim and other.dtype in ("f32", "f64"):
+        return other.dtype
     return "f64" if other is not None and other.dtype in ("f16", "bf16", "f32", "f64") else "f32"
 
 
