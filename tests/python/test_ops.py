@@ -306,3 +306,21 @@ def test_cross_entropy_with_label_smoothing_lowers_forward_and_backward():
     torch.testing.assert_close(grad, want)
     report = report_of(compiled)
     assert len(report.graphs) == 2 and not any(g.torch_calls for g in report.graphs), report.text()
+
+
+def test_div_with_truncation_lowers_for_floats_and_stays_a_torch_call_for_integers():
+    a = torch.tensor([7.5, -7.5, 0.0, -0.0, 1e30, float("inf"), float("nan"), 5.0])
+    b = torch.tensor([2.0, 2.0, -3.0, 3.0, 1e-10, 2.0, 1.0, 0.0])
+    fn = lambda a, b: torch.div(a, b, rounding_mode="trunc")  # noqa: E731
+    for x, y in [(a, b), (a.double(), b.double()), (a, 2.0)]:
+        torch._dynamo.reset()
+        compiled = ember.compile(fn)
+        actual, expected = compiled(x, y), fn(x, y)
+        assert actual.dtype == expected.dtype
+        torch.testing.assert_close(actual, expected, equal_nan=True)
+        assert torch.equal(actual.signbit(), expected.signbit())  # -0.0 kept
+        assert not any(g.torch_calls for g in report_of(compiled).graphs), report_of(compiled).text()
+    torch._dynamo.reset()
+    i = torch.tensor([7, -7, 9, -9], dtype=torch.int32)
+    compiled = ember.compile(fn)
+    assert torch.equal(compiled(i, torch.tensor([2, 2, -4, 4], dtype=torch.int32)), fn(i, torch.tensor([2, 2, -4, 4], dtype=torch.int32)))

@@ -270,8 +270,15 @@ def _scaled(cx, x, alpha):
 
 @lowering("aten.div.Tensor_mode")
 def _div_mode(cx, a, b, rounding_mode=None):
+    if rounding_mode == "trunc":
+        # Floats: eager's trunc(a / b) in the dtype. Not integers (ember has no truncating
+        # integer division) nor 16-bit floats (eager truncates before rounding to them).
+        q = _div_mode(cx, a, b)
+        if q.dtype not in ("f32", "f64"):
+            raise Unsupported(f"div with rounding_mode='trunc' in {q.dtype}")
+        return cx.op("trunc", [q])
     if rounding_mode not in (None, "floor"):
-        raise Unsupported("div with rounding_mode='trunc'")
+        raise Unsupported(f"div with rounding_mode={rounding_mode!r}")
     name = "div" if rounding_mode is None else "floor_divide"
     wide = _in_opmath(cx, name, [a, b])  # with the scalar as PyTorch takes it, before it is a constant
     if wide is not None:
