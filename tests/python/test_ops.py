@@ -324,3 +324,27 @@ def test_div_with_truncation_lowers_for_floats_and_stays_a_torch_call_for_intege
     i = torch.tensor([7, -7, 9, -9], dtype=torch.int32)
     compiled = ember.compile(fn)
     assert torch.equal(compiled(i, torch.tensor([2, 2, -4, 4], dtype=torch.int32)), fn(i, torch.tensor([2, 2, -4, 4], dtype=torch.int32)))
+
+
+@pytest.mark.parametrize("make", [lambda: torch.nn.InstanceNorm2d(6, affine=True),
+                                  lambda: torch.nn.InstanceNorm1d(6),
+                                  lambda: torch.nn.BatchNorm2d(6, track_running_stats=False)],
+                         ids=["instance norm 2d, affine", "instance norm 1d", "batch norm without running stats"])
+def test_norms_over_the_batchs_own_statistics_lower_forward_and_backward(make):
+    torch.manual_seed(3)
+    module = make()
+    x = (torch.randn(4, 6, 5, 7) if "2d" in type(module).__name__ else torch.randn(4, 6, 9)) * 3 + 1
+    x.requires_grad_(True)
+    compiled = ember.compile(make_copy(module))
+    actual, expected = compiled(x), module(x)
+    torch.testing.assert_close(actual, expected, rtol=1e-4, atol=1e-5)
+    g = torch.randn_like(expected)
+    torch.testing.assert_close(torch.autograd.grad(actual, x, g)[0], torch.autograd.grad(expected, x, g)[0],
+                               rtol=1e-4, atol=1e-5)
+    report = report_of(compiled)
+    assert len(report.graphs) == 2 and not any(g.torch_calls for g in report.graphs), report.text()
+
+
+def make_copy(module):
+    import copy
+    return copy.deepcopy(module)

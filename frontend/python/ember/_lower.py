@@ -845,6 +845,19 @@ def _batch_norm_training(cx, x, weight, bias, running_mean, running_var, trainin
     return out
 
 
+@lowering("aten._native_batch_norm_legit.no_stats")
+def _batch_norm_no_stats(cx, x, weight, bias, training, momentum, eps):
+    """Batch norm over the batch's own statistics with no running ones: instance norm (which
+    views [N, C, H, W] as one image of N * C channels) and batch norm with
+    track_running_stats=False. The running statistics the training op updates are placeholders
+    here, and dropped."""
+    if not training or x.dtype not in ("f32", "f64"):
+        raise Unsupported("batch norm without running statistics outside float32/float64 training")
+    channels = [x.shape[1]]
+    mean, var = cx.full(channels, 0.0, x.dtype), cx.full(channels, 1.0, x.dtype)
+    return _batch_norm_training(cx, x, weight, bias, mean, var, True, momentum, eps)[:3]
+
+
 @lowering("aten.native_batch_norm_backward.default")
 def _batch_norm_backward(cx, dy, x, weight, running_mean, running_var, save_mean, save_invstd, train, eps,
                          output_mask):
