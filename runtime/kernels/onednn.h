@@ -18,8 +18,8 @@ namespace ember::kernels {
 bool onednn_gemm(DType t, const void* a, const void* b, void* c, int64_t m, int64_t n, int64_t k, bool trans_b,
                  float beta);
 
-// Whether oneDNN's GEMM kernels for this CPU are AVX-512 ones, which beat OpenBLAS's on every
-// float32 layout (docs/dependencies.md); its AVX2 ones lose to OpenBLAS on row-major A @ B.
+// Whether oneDNN's GEMM kernels for this CPU are AVX-512 ones, which beat OpenBLAS's on row-major
+// float32 A @ B (docs/dependencies.md); its AVX2 ones lose to OpenBLAS there.
 bool onednn_has_avx512();
 
 // y[N, O, OH, OW] = conv(x[N, C, H, W], w[O, C / groups, KH, KW]) + bias (when not null); all
