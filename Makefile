@@ -4,7 +4,7 @@ BUILD_TYPE ?= RelWithDebInfo
 JOBS ?= $(shell nproc)
 PYTHON := $(CURDIR)/.venv/bin/python
 
-.PHONY: all setup configure build test pytest demo bench bench-kernels bench-models tsan clean
+.PHONY: all setup configure build test pytest demo bench bench-kernels bench-models tsan ubsan clean
 
 all: build
 
@@ -54,5 +54,15 @@ tsan: setup
 	@cmake --build $(BUILD)-tsan -j $(JOBS) --target ember_unit_tests
 	./$(BUILD)-tsan/tests/ember_unit_tests "~[sweep]"
 
+# The huge-size sweep and the compile tests under UndefinedBehaviorSanitizer, in their own build:
+# a size computation that overflows int64 anywhere stops the run with its file and line.
+ubsan: setup
+	@cmake -S . -B $(BUILD)-ubsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+		-DCMAKE_CXX_FLAGS="-fsanitize=undefined -fno-sanitize-recover=undefined" \
+		-DEMBER_BUILD_BENCHMARKS=OFF -DEMBER_BUILD_PYTHON=OFF >/dev/null
+	@cmake --build $(BUILD)-ubsan -j $(JOBS) --target ember_huge_sizes ember_unit_tests
+	./$(BUILD)-ubsan/tests/ember_huge_sizes
+	./$(BUILD)-ubsan/tests/ember_unit_tests "[compile]"
+
 clean:
-	rm -rf $(BUILD) $(BUILD)-tsan
+	rm -rf $(BUILD) $(BUILD)-tsan $(BUILD)-ubsan

@@ -389,9 +389,9 @@ std::vector<Tensor> chunk(const Tensor& x, int64_t chunks, int64_t axis) {
   if (x.dim() == 0) EMBER_THROW(Value, "[chunk] cannot chunk a 0-d tensor");
   // The sizes are attributes, so a symbolic dim specialises here.
   int64_t n = x.size(normalize_axis("chunk", axis, x.dim()));
-  int64_t size = (n + chunks - 1) / chunks;
   if (n == 0) return split(x, Ints(chunks, 0), axis);
-  Ints sizes(std::max<int64_t>((n + size - 1) / size, 1), size);
+  int64_t size = ceil_div(n, chunks);
+  Ints sizes(ceil_div(n, size), size);
   sizes.back() = n - size * (static_cast<int64_t>(sizes.size()) - 1);
   return split(x, sizes, axis);
 }

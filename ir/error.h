@@ -13,7 +13,13 @@ namespace ember {
 // The Python binding maps each kind to the matching exception.
 // Index: an index tensor's value out of range, found at run time (PyTorch raises IndexError or
 // RuntimeError for it, by op; the Python binding raises an exception that is both).
-enum class ErrorKind { Value, Type, Runtime, NotImplemented, Internal, Index };
+// OutOfMemory: an allocation the machine cannot give, or whose byte count does not even fit in
+// the address space (PyTorch raises RuntimeError; the Python binding raises an exception that is
+// both a RuntimeError and a MemoryError).
+enum class ErrorKind { Value, Type, Runtime, NotImplemented, Internal, Index, OutOfMemory };
+
+// "Value", "Type", ...: the kind's name as the C++ enumerator spells it.
+const char* error_kind_name(ErrorKind kind);
 
 class Error : public std::runtime_error {
  public:

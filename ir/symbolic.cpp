@@ -10,12 +10,20 @@ namespace ember {
 
 namespace {
 
-// Wrapping arithmetic: shapes never overflow in practice, but the IR must not have UB.
-int64_t wrap_add(int64_t a, int64_t b) {
-  return static_cast<int64_t>(static_cast<uint64_t>(a) + static_cast<uint64_t>(b));
+// Checked arithmetic: a size past int64 (zeros({1 << 40, 1 << 40}), a pad of 2^62 on each side)
+// is a user's error, raised here for every shape rule at once, never a product that wraps.
+[[noreturn]] void overflows(int64_t a, const char* op, int64_t b) {
+  EMBER_THROW(Value, "[shape] ", a, " ", op, " ", b, " overflows int64: the sizes are too large");
 }
-int64_t wrap_mul(int64_t a, int64_t b) {
-  return static_cast<int64_t>(static_cast<uint64_t>(a) * static_cast<uint64_t>(b));
+int64_t checked_add(int64_t a, int64_t b) {
+  int64_t r;
+  if (__builtin_add_overflow(a, b, &r)) overflows(a, "+", b);
+  return r;
+}
+int64_t checked_mul(int64_t a, int64_t b) {
+  int64_t r;
+  if (__builtin_mul_overflow(a, b, &r)) overflows(a, "*", b);
+  return r;
 }
 
 }  // namespace
@@ -45,8 +53,9 @@ std::optional<int64_t> Dim::lower_bound(int64_t symbol_min) const {
   for (const auto& [mono, coeff] : terms()) {
     if (!mono.empty() && coeff < 0) return std::nullopt;
     int64_t term = coeff;
-    for (size_t i = 0; i < mono.size(); ++i) term = wrap_mul(term, symbol_min);
-    total = wrap_add(total, term);
+    bool overflow = false;
+    for (size_t i = 0; i < mono.size(); ++i) overflow |= __builtin_mul_overflow(term, symbol_min, &term);
+    if (overflow || __builtin_add_overflow(total, term, &total)) return std::nullopt;
   }
   return total;
 }
@@ -85,31 +94,31 @@ int64_t Dim::evaluate(const SymbolValues& values) const {
     int64_t term = coeff;
     for (int s : mono) {
       EMBER_CHECK(s >= 0 && static_cast<size_t>(s) < values.size(), "symbol s", s, " is unbound");
-      term = wrap_mul(term, values[s]);
+      term = checked_mul(term, values[s]);
     }
-    total = wrap_add(total, term);
+    total = checked_add(total, term);
   }
   return total;
 }
 
 Dim Dim::operator+(const Dim& o) const {
-  if (is_static() && o.is_static()) return Dim(wrap_add(value_, o.value_));
+  if (is_static() && o.is_static()) return Dim(checked_add(value_, o.value_));
   Terms r = terms();
-  for (const auto& [mono, coeff] : o.terms()) r[mono] = wrap_add(r[mono], coeff);
+  for (const auto& [mono, coeff] : o.terms()) r[mono] = checked_add(r[mono], coeff);
   return from_terms(std::move(r));
 }
 
 Dim Dim::operator-(const Dim& o) const { return *this + o * Dim(-1); }
 
 Dim Dim::operator*(const Dim& o) const {
-  if (is_static() && o.is_static()) return Dim(wrap_mul(value_, o.value_));
+  if (is_static() && o.is_static()) return Dim(checked_mul(value_, o.value_));
   Terms r;
   for (const auto& [m1, c1] : terms()) {
     for (const auto& [m2, c2] : o.terms()) {
       std::vector<int> mono = m1;
       mono.insert(mono.end(), m2.begin(), m2.end());
       std::sort(mono.begin(), mono.end());
-      r[mono] = wrap_add(r[mono], wrap_mul(c1, c2));
+      r[mono] = checked_add(r[mono], checked_mul(c1, c2));
     }
   }
   return from_terms(std::move(r));
@@ -119,6 +128,7 @@ Dim Dim::exact_div(const Dim& o) const {
   if (o.is_static()) {
     int64_t d = o.value();
     if (d == 0) throw Error(ErrorKind::Value, "division of a dim by zero");
+    if (d == -1) return *this * Dim(-1);  // INT64_MIN / -1 overflows, and is checked there
     Terms r;
     for (const auto& [mono, coeff] : terms()) {
       if (coeff % d != 0)

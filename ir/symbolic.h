@@ -71,6 +71,9 @@ std::vector<int64_t> evaluate(const Shape& s, const SymbolValues& values);
 // Parses "2*s0 + 3" (the output of Dim::str). Throws Error on malformed text.
 Dim parse_dim(std::string_view text);
 
+// ceil(a / b) for a >= 0 and b > 0, without the overflow of (a + b - 1) / b at huge sizes.
+inline int64_t ceil_div(int64_t a, int64_t b) { return a / b + (a % b != 0); }
+
 // The number of elements of a concrete shape; a Value error naming `op` when it does not fit in
 // int64 (or a dim is negative), instead of a product that silently wraps.
 int64_t checked_numel(std::string_view op, const std::vector<int64_t>& shape);

@@ -3,12 +3,16 @@
 #include <unistd.h>
 
 #include <bit>
+#include <cstdint>
 #include <cstdlib>
+#include <iomanip>
 #include <map>
 #include <mutex>
 #include <new>
 #include <string>
 
+#include "ir/error.h"
+#include "ir/symbolic.h"
 #include "runtime/config.h"
 
 namespace ember {
@@ -53,6 +57,14 @@ class BlockCache {
     return true;
   }
 
+  // Frees every kept block: an allocation the system refused is tried again after this.
+  void trim() {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto& [cls, p] : free_) std::free(p);
+    free_.clear();
+    held_ = 0;
+  }
+
   int64_t held() {
     std::lock_guard<std::mutex> lock(mu_);
     return static_cast<int64_t>(held_);
@@ -71,13 +83,33 @@ BlockCache& blocks() {
 
 }  // namespace
 
+[[noreturn]] void out_of_memory(std::string_view op, size_t bytes, std::string_view why) {
+  EMBER_THROW(OutOfMemory, "[", op, "] cannot allocate ", bytes, " bytes (", std::fixed, std::setprecision(1),
+              static_cast<double>(bytes) / double(1 << 30), " GiB): ", why);
+}
+
 void* allocate(size_t bytes) {
+  // Kernels address elements with signed 64-bit offsets; nothing larger can be a real request.
+  if (bytes > static_cast<size_t>(PTRDIFF_MAX)) out_of_memory("alloc", bytes, "larger than the address space");
   size_t cls = size_class(bytes == 0 ? 1 : bytes);
   if (cls >= kMedium)
     if (void* p = blocks().take(cls)) return p;
   void* p = std::aligned_alloc(64, cls);
-  if (!p) throw std::bad_alloc();
+  if (!p) {
+    blocks().trim();  // memory kept for reuse may be what is missing
+    p = std::aligned_alloc(64, cls);
+  }
+  if (!p) out_of_memory("alloc", bytes, "the system has no more memory for this process");
   return p;
+}
+
+size_t checked_nbytes(std::string_view op, const std::vector<int64_t>& shape, DType dtype) {
+  auto n = static_cast<uint64_t>(checked_numel(op, shape));
+  uint64_t bytes = 0;
+  if (__builtin_mul_overflow(n, uint64_t{itemsize(dtype)}, &bytes) || bytes > uint64_t{PTRDIFF_MAX})
+    EMBER_THROW(OutOfMemory, "[", op, "] shape ", shape_str(to_shape(shape)), " of ", dtype_name(dtype),
+                " needs more bytes than the address space holds (", n, " elements of ", itemsize(dtype), " bytes)");
+  return static_cast<size_t>(bytes);
 }
 
 void release(void* p, size_t bytes) {

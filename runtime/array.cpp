@@ -43,14 +43,7 @@ std::vector<int64_t> Array::contiguous_strides(const std::vector<int64_t>& shape
 }
 
 Array Array::empty(DType dtype, std::vector<int64_t> shape) {
-  int64_t n = 1;
-  for (int64_t d : shape) {
-    if (d < 0) EMBER_THROW(Value, "[empty] negative dim ", d);
-    if (d != 0 && n > (int64_t{1} << 50) / d)
-      EMBER_THROW(Value, "[empty] shape is too large to allocate (", n, " * ", d, " elements)");
-    n *= d;
-  }
-  auto storage = std::make_shared<Storage>(static_cast<size_t>(n) * itemsize(dtype));
+  auto storage = std::make_shared<Storage>(checked_nbytes("empty", shape, dtype));
   auto strides = contiguous_strides(shape);
   return Array(dtype, std::move(shape), std::move(strides), 0, std::move(storage));
 }

@@ -6,6 +6,7 @@
 #include <queue>
 
 #include "ir/error.h"
+#include "runtime/allocator.h"
 #include "runtime/config.h"
 #include "runtime/interpreter.h"
 #include "runtime/kernels/kernel.h"
@@ -360,8 +361,8 @@ Executable::Binding Executable::take_binding(const SymbolValues& symbols, const 
       for (int s : buffer_slots_[b]) {
         const TensorType& t = slots_[s].value.type();
         binding.shapes[s] = evaluate(t.shape, symbols);
-        size_t n = static_cast<size_t>(checked_numel(op_name(slots_[s].value.node->op), binding.shapes[s]));
-        binding.sizes[b] = std::max(binding.sizes[b], n * itemsize(t.dtype));
+        binding.sizes[b] =
+            std::max(binding.sizes[b], checked_nbytes(op_name(slots_[s].value.node->op), binding.shapes[s], t.dtype));
       }
     }
     binding.storages.resize(buffer_slots_.size());
@@ -402,7 +403,7 @@ OutputBuffer Executable::output_buffer(const Binding& binding, size_t b) const {
   int s = outputs_[k];
   const std::vector<int64_t>& shape = binding.shapes[s];
   DType dtype = slots_[s].value.type().dtype;
-  size_t bytes = static_cast<size_t>(checked_numel("output", shape)) * itemsize(dtype);
+  size_t bytes = checked_nbytes("output", shape, dtype);
   if (bytes != request.bytes) return request;  // an earlier value in the buffer was larger
   request.output = k;
   request.dtype = dtype;

@@ -36,7 +36,11 @@ TensorType infer_arange(const OpInfo& op, std::span<const TensorType>, const Att
   if ((end - start) * step < 0)
     EMBER_OP_ERROR(Value, op, "upper bound and lower bound inconsistent with step sign (start ", start,
                    ", end ", end, ", step ", step, ")");
-  return {attr_dtype(attrs, "dtype"), {Dim(static_cast<int64_t>(std::ceil((end - start) / step)))}};
+  double n = std::ceil((end - start) / step);
+  // 2^63 is the first double past int64; converting it or more would be undefined.
+  if (!(n < 0x1p63))
+    EMBER_OP_ERROR(Value, op, "[", start, ", ", end, ") by ", step, " has ", n, " elements, more than int64 holds");
+  return {attr_dtype(attrs, "dtype"), {Dim(static_cast<int64_t>(n))}};
 }
 
 }  // namespace

@@ -100,7 +100,7 @@ int64_t slice_length(int64_t n, int64_t start, int64_t end, int64_t step) {
   if (end < 0) end += n;
   start = std::clamp<int64_t>(start, 0, n);
   end = std::clamp<int64_t>(end, 0, n);
-  return end <= start ? 0 : (end - start + step - 1) / step;
+  return end <= start ? 0 : ceil_div(end - start, step);
 }
 
 TensorType infer_slice(const OpInfo& op, std::span<const TensorType> in, const Attrs& attrs) {
@@ -227,7 +227,7 @@ TensorType infer_pad(const OpInfo& op, std::span<const TensorType> in, const Att
   Shape out = x.shape;
   for (size_t i = 0; i < pads.size() / 2; ++i) {
     Dim& d = out[out.size() - 1 - i];
-    d = d + Dim(pads[2 * i] + pads[2 * i + 1]);
+    d = d + Dim(pads[2 * i]) + Dim(pads[2 * i + 1]);
     if (d.is_static() && d.value() < 0)
       EMBER_OP_ERROR(Value, op, "pads ", attr_str(Attr(pads)), " make dim ", out.size() - 1 - i, " negative for ", x.str());
   }

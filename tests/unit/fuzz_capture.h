@@ -347,7 +347,6 @@ std::optional<Mismatch> compare(const Outcome& e, const Outcome& c, const std::v
 // Printing (fuzz_capture_print.cpp)
 
 std::string dtype_str(DType t);
-const char* kind_name(ErrorKind k);
 std::string dynamic_str(std::optional<bool> d);  // "unset", "true" or "false"
 std::string outcome_str(const Outcome& o);
 // The case as pseudo-C++ with its calls and failure; `values` adds the values of small tensors.

@@ -38,7 +38,7 @@ std::optional<Mismatch> compare_errors(const Outcome& e, const Outcome& c) {
   if (c.kind == ErrorKind::Internal)
     return Mismatch{"compiled raised an internal error", "eager: " + e.message + "\n    compiled: " + c.message};
   if (c.kind != e.kind)
-    return Mismatch{std::string("error kind differs: eager ") + kind_name(e.kind) + ", compiled " + kind_name(c.kind),
+    return Mismatch{std::string("error kind differs: eager ") + error_kind_name(e.kind) + ", compiled " + error_kind_name(c.kind),
                     "eager: " + e.message + "\n    compiled: " + c.message};
   return std::nullopt;
 }
@@ -109,7 +109,7 @@ std::optional<Mismatch> compare(const Outcome& e, const Outcome& c, const std::v
   if (e.status != Outcome::Ok) return compare_errors(e, c);
   if (c.status != Outcome::Ok) {
     std::string cat = c.kind == ErrorKind::Internal ? "compiled raised an internal error"
-                                                    : std::string("eager returned, compiled raised ") + kind_name(c.kind) +
+                                                    : std::string("eager returned, compiled raised ") + error_kind_name(c.kind) +
                                                           " " + op_of(c.message);
     return Mismatch{cat, c.message};
   }

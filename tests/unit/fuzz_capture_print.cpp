@@ -294,19 +294,8 @@ std::string call_str(const CallSpec& c, const std::vector<Arg>& args, bool value
 
 }  // namespace
 
-const char* kind_name(ErrorKind k) {
-  switch (k) {
-    case ErrorKind::Value: return "Value";
-    case ErrorKind::Type: return "Type";
-    case ErrorKind::Runtime: return "Runtime";
-    case ErrorKind::NotImplemented: return "NotImplemented";
-    case ErrorKind::Internal: return "Internal";
-  }
-  return "?";
-}
-
 std::string outcome_str(const Outcome& o) {
-  if (o.status == Outcome::EmberError) return std::string("ember::Error(") + kind_name(o.kind) + "): " + o.message;
+  if (o.status == Outcome::EmberError) return std::string("ember::Error(") + error_kind_name(o.kind) + "): " + o.message;
   if (o.status == Outcome::OtherError) return "exception: " + o.message;
   std::string s = std::to_string(o.outs.size()) + " outputs";
   for (const Tensor& t : o.outs) {

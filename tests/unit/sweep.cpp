@@ -80,24 +80,6 @@ std::string num(double v) {
   return s.str();
 }
 
-const char* kind_name(ErrorKind k) {
-  switch (k) {
-    case ErrorKind::Value:
-      return "Value";
-    case ErrorKind::Type:
-      return "Type";
-    case ErrorKind::Runtime:
-      return "Runtime";
-    case ErrorKind::NotImplemented:
-      return "NotImplemented";
-    case ErrorKind::Internal:
-      return "Internal";
-    case ErrorKind::Index:
-      return "Index";
-  }
-  return "?";
-}
-
 uint64_t base_seed() {
   static const uint64_t seed = [] {
     const char* env = std::getenv("EMBER_SWEEP_SEED");
@@ -213,8 +195,8 @@ void run_case(const Case& c, const std::string& header, Outcome& out, int index)
     check_compiled(c, args, nullptr, &e, err.kind(), index, fail);
     check_decomposed(c, args, e, err.kind(), index, fail);
     if (e.error && err.kind() == *e.error) return;
-    fail(std::string("threw ember::Error(") + kind_name(err.kind()) + "): " + err.what() +
-         (e.error ? std::string(" (expected kind ") + kind_name(*e.error) + ")" : ""));
+    fail(std::string("threw ember::Error(") + error_kind_name(err.kind()) + "): " + err.what() +
+         (e.error ? std::string(" (expected kind ") + error_kind_name(*e.error) + ")" : ""));
     return;
   } catch (const std::exception& err) {
     fail(std::string("threw a non-ember exception: ") + err.what());
@@ -224,7 +206,7 @@ void run_case(const Case& c, const std::string& header, Outcome& out, int index)
   check_compiled(c, args, &ys, &e, std::nullopt, index, fail);
   check_decomposed(c, args, e, std::nullopt, index, fail);
   if (e.error) {
-    fail(std::string("expected ember::Error(") + kind_name(*e.error) + "), got a result");
+    fail(std::string("expected ember::Error(") + error_kind_name(*e.error) + "), got a result");
     return;
   }
   if (ys.size() != 1 + e.more.size()) {
@@ -280,7 +262,7 @@ void check_rejects(const Spec& s, DType dt) {
     FAIL_CHECK("(" << name << ", " << dname(dt) << ") is unsupported but ran without an error");
   } catch (const Error& e) {
     INFO("message: " << e.what());
-    CHECK(kind_name(e.kind()) == std::string("Type"));
+    CHECK(error_kind_name(e.kind()) == std::string("Type"));
     CHECK(std::string(e.what()).rfind("[" + name + "]", 0) == 0);
   }
   ++totals().rejected;

@@ -1,11 +1,11 @@
 // The op sweep's shared machinery: seeds, strided random inputs, cases and their checks, op table.
 //
-// The op sweep (TESTING.md, family 1): every op in ir/ops.def but `input`, times every dtype,
+// The op sweep (docs/testing.md, family 1): every op in ir/ops.def but `input`, times every dtype,
 // run eagerly through the public functions of frontend/ops.h (the reference interpreter), against
 // the independent float64 reference in tests/unit/reference*.h. Each op gets at least 20 random
 // cases per dtype, among them a 0-d tensor, a zero-size dim, size-1 broadcasting and inputs that
 // are transposed, sliced with a step, expanded or at a storage offset. Each case checks the
-// output dtype and shape against PyTorch's rules, the values within TESTING.md's tolerances, and
+// output dtype and shape against PyTorch's rules, the values within docs/testing.md's tolerances, and
 // that the inputs' storage was not touched. Dtypes an op does not support must raise
 // ember::Error of kind Type. Failures print the op, dtype, case, seed, shapes and layouts; the
 // same seed reproduces them (EMBER_SWEEP_SEED changes the base seed; EMBER_SWEEP_VERBOSE=1 prints
@@ -56,7 +56,6 @@ extern const std::vector<ExpectedFailure> kExpectedFailures;
 std::string dname(DType t);
 std::string op_text(Op op);
 std::string num(double v);  // all 17 digits
-const char* kind_name(ErrorKind k);
 
 uint64_t base_seed();
 // A seed per (op, dtype, case), independent of the order in which cases run.

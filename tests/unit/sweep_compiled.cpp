@@ -83,15 +83,15 @@ void check_compiled(const Case& c, const std::vector<Tensor>& args, const std::v
       y = call_spread(f, args);
     } catch (const Error& err) {
       if (eager_error && err.kind() == *eager_error) continue;
-      fail(when + " threw ember::Error(" + kind_name(err.kind()) + "): " + err.what() +
-           (eager_error ? std::string(", eager threw kind ") + kind_name(*eager_error) : ", eager did not throw"));
+      fail(when + " threw ember::Error(" + error_kind_name(err.kind()) + "): " + err.what() +
+           (eager_error ? std::string(", eager threw kind ") + error_kind_name(*eager_error) : ", eager did not throw"));
       return;
     } catch (const std::exception& err) {
       fail(when + " threw a non-ember exception: " + err.what());
       return;
     }
     if (eager_error) {
-      fail(when + " returned a result where eager threw ember::Error(" + kind_name(*eager_error) + ")");
+      fail(when + " returned a result where eager threw ember::Error(" + error_kind_name(*eager_error) + ")");
       return;
     }
     if (y.size() != eager->size()) {
@@ -146,7 +146,7 @@ void check_decomposed(const Case& c, const std::vector<Tensor>& args, const Expe
     y = call_spread(f, args);
   } catch (const Error& err) {
     if (eager_error && err.kind() == *eager_error) return;
-    fail(how + " threw ember::Error(" + kind_name(err.kind()) + "): " + err.what());
+    fail(how + " threw ember::Error(" + error_kind_name(err.kind()) + "): " + err.what());
     return;
   }
   if (eager_error) return fail(how + " returned a result where eager threw");

@@ -112,10 +112,10 @@ TEST_CASE("op sweep: invalid inputs raise ember::Error of the right kind", "[swe
     std::string message;
     std::optional<ErrorKind> kind = error_kind(bad.call, &message);
     INFO(bad.what << ": "
-                  << (kind ? std::string(kind_name(*kind)) + " error: " + message
+                  << (kind ? std::string(error_kind_name(*kind)) + " error: " + message
                            : std::string("no error")));
     CHECK(kind.has_value());
-    if (kind) CHECK(kind_name(*kind) == std::string(kind_name(bad.kind)));
+    if (kind) CHECK(error_kind_name(*kind) == std::string(error_kind_name(bad.kind)));
     if (kind) CHECK(message.rfind("[", 0) == 0);  // names the op first, in brackets
   }
 }

@@ -25,6 +25,14 @@ void register_errors(py::module_& m) {
     return type;
   }();
   m.attr("IndexOutOfRange") = py::handle(index_error);
+  // Memory the machine cannot give: PyTorch raises RuntimeError; Python's own is MemoryError.
+  static PyObject* memory_error = [] {
+    PyObject* bases = PyTuple_Pack(2, PyExc_RuntimeError, PyExc_MemoryError);
+    PyObject* type = PyErr_NewException("ember.OutOfMemoryError", bases, nullptr);
+    Py_DECREF(bases);
+    return type;
+  }();
+  m.attr("OutOfMemoryError") = py::handle(memory_error);
   // Each kind of ember::Error as the Python exception a user expects for it.
   py::register_exception_translator([](std::exception_ptr p) {
     try {
@@ -37,6 +45,7 @@ void register_errors(py::module_& m) {
         case ErrorKind::Runtime:
         case ErrorKind::Internal: PyErr_SetString(PyExc_RuntimeError, e.what()); return;
         case ErrorKind::Index: PyErr_SetString(index_error, e.what()); return;
+        case ErrorKind::OutOfMemory: PyErr_SetString(memory_error, e.what()); return;
       }
     } catch (const SymbolicShapeError& e) {
       PyErr_SetString(PyExc_ValueError, (std::string("[symbolic] ") + e.what()).c_str());
