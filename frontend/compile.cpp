@@ -7,6 +7,12 @@
 // right), and a captured tensor that is also passed as an argument (`f(w)` inside which `w` is
 // captured) is told apart from the argument: the captured one is the caller's object, the
 // argument is the stand-in. Outputs that are stand-ins are mapped back to the caller's tensors.
+//
+// [Note: rebound arguments]
+// A function that takes `Tensor&` may rebind it (`x = x * 2`), which eager code shows to the
+// caller. A trace finds the stand-ins so rebound and records their new values as outputs after
+// the function's own (Entry::rebound_args says whose), so a replay hands back the same
+// rebinding, and CompiledFunction gives it to the caller's variables.
 #include "frontend/compile.h"
 
 #include <bit>
@@ -61,7 +67,8 @@ struct Entry {
   std::vector<InputSource> inputs;
   // A captured output is that tensor itself (the same object, as eager returns it).
   struct Output { enum Kind { Graph, Arg, Captured, Undefined } kind; int index; Tensor captured; };
-  std::vector<Output> outputs;
+  std::vector<Output> outputs;  // the function's, then the rebound arguments' new values
+  std::vector<int> rebound_args;  // [Note: rebound arguments]
 };
 
 // What one call brings: its arguments and the tensors among them.
@@ -76,8 +83,34 @@ struct CallArgs {
 struct Traced {
   std::shared_ptr<Entry> entry;
   Report report;
-  std::vector<Tensor> outputs;
+  std::vector<Tensor> outputs;  // as Entry::outputs
 };
+
+// Splits outputs that end with the new values of `rebound_args` (as Entry::outputs do).
+CallResult split_rebound(std::vector<Tensor> outputs, const std::vector<int>& rebound_args) {
+  CallResult r;
+  size_t own = outputs.size() - rebound_args.size();
+  for (size_t k = 0; k < rebound_args.size(); ++k) r.rebound.emplace_back(rebound_args[k], outputs[own + k]);
+  outputs.resize(own);
+  r.outputs = std::move(outputs);
+  return r;
+}
+
+// The tensor arguments that `body` rebound, found by comparing them with what they were.
+std::vector<int> rebound_since(const std::vector<Tensor>& before, const std::vector<Tensor>& after) {
+  std::vector<int> out;
+  for (size_t i = 0; i < before.size(); ++i)
+    if (after[i].impl() != before[i].impl()) out.push_back(static_cast<int>(i));
+  return out;
+}
+
+// Runs the user function on the caller's own tensors (eagerly, or inside an enclosing trace).
+CallResult run_directly(std::vector<Tensor> tensors, const CompiledCore::Body& body) {
+  const std::vector<Tensor> before = tensors;
+  CallResult r{body(tensors), {}};
+  for (int i : rebound_since(before, tensors)) r.rebound.emplace_back(i, tensors[i]);
+  return r;
+}
 
 class CompiledState : public SegmentCompiler {
  public:
@@ -117,7 +150,7 @@ class CompiledState : public SegmentCompiler {
   struct Attempt;
   Traced trace_once(const CallArgs& call, const CompiledCore::Body& body, bool force_static, Attempt& attempt);
   std::shared_ptr<Entry> make_entry(const CallArgs& call, TraceContext& ctx, const std::vector<Tensor>& stand_ins,
-                                    std::vector<Tensor>& outputs);
+                                    std::vector<Tensor>& outputs, std::vector<int> rebound_args);
 };
 
 std::shared_ptr<const Executable> CompiledState::compile(const Graph& g, GraphInfo& info) {
@@ -283,15 +316,18 @@ Traced CompiledState::trace_once(const CallArgs& call, const CompiledCore::Body&
     stand_ins.emplace_back(a);
     ctx.add_arg(stand_ins.back(), static_cast<int>(i), type);
   }
+  std::vector<Tensor> passed = stand_ins;  // the function may rebind what it was given
   try {
-    result.outputs = body(stand_ins);
+    result.outputs = body(passed);
   } catch (const SymbolicShapeError&) {
     attempt.specialised.clear();
     for (const auto& [dim, value] : ctx.guards().specialisations)
       if (dim.as_symbol() >= 0) attempt.specialised.insert(dim.as_symbol());
     throw;
   }
-  result.entry = make_entry(call, ctx, stand_ins, result.outputs);
+  std::vector<int> rebound = rebound_since(stand_ins, passed);
+  for (int i : rebound) result.outputs.push_back(passed[i]);
+  result.entry = make_entry(call, ctx, stand_ins, result.outputs, std::move(rebound));
   result.entry->guards.tensors = std::move(tensor_guards);
   result.report.guards = result.entry->guards.describe();
   return result;
@@ -300,7 +336,8 @@ Traced CompiledState::trace_once(const CallArgs& call, const CompiledCore::Body&
 // Finishes the trace and records how a replay rebuilds each output. `outputs` come back with
 // stand-ins replaced by the caller's tensors.
 std::shared_ptr<Entry> CompiledState::make_entry(const CallArgs& call, TraceContext& ctx,
-                                                 const std::vector<Tensor>& stand_ins, std::vector<Tensor>& outputs) {
+                                                 const std::vector<Tensor>& stand_ins, std::vector<Tensor>& outputs,
+                                                 std::vector<int> rebound_args) {
   std::vector<const TensorImpl*> traced;  // the outputs still traced: graph outputs, in order
   std::vector<bool> was_traced;
   for (const Tensor& t : outputs) {
@@ -317,6 +354,7 @@ std::shared_ptr<Entry> CompiledState::make_entry(const CallArgs& call, TraceCont
   e->scalars = call.args;
   e->types = call.types;
   e->has_breaks = ctx.had_breaks();
+  e->rebound_args = std::move(rebound_args);
   if (!e->has_breaks) {
     e->exec = ctx.single_executable();
     e->inputs = ctx.single_inputs();
@@ -399,8 +437,8 @@ Report CompiledCore::report() const {
   return r;
 }
 
-std::vector<Tensor> CompiledCore::call(const std::vector<ArgValue>& args, const std::vector<std::type_index>& types,
-                                       const Body& body) {
+CallResult CompiledCore::call(const std::vector<ArgValue>& args, const std::vector<std::type_index>& types,
+                              const Body& body) {
   CompiledState& st = *state_;
   CallArgs call{args, types, {}, {}};
   for (const ArgValue& a : args)
@@ -409,30 +447,31 @@ std::vector<Tensor> CompiledCore::call(const std::vector<ArgValue>& args, const 
       call.tensors.push_back(*t);
     }
   // Inside another trace, the ops simply join it.
-  if (TraceContext::current()) return body(call.tensors);
+  if (TraceContext::current()) return run_directly(call.tensors, body);
   for (const Tensor& t : call.tensors) call.arrays.push_back(t.array());
 
   SymbolValues values;
   std::string why;
   std::shared_ptr<Entry> entry = st.lookup(call, values, why);
-  if (entry && !entry->has_breaks) return replay(*entry, call, values);
+  if (entry && !entry->has_breaks) return split_rebound(replay(*entry, call, values), entry->rebound_args);
 
   std::unique_lock<std::mutex> tracing(st.trace_mutex);
   if (!entry) {
     entry = st.lookup(call, values, why);  // another thread may have traced it meanwhile
     if (entry && !entry->has_breaks) {
       tracing.unlock();
-      return replay(*entry, call, values);
+      return split_rebound(replay(*entry, call, values), entry->rebound_args);
     }
   }
   bool is_recompile = !entry && !why.empty();
   if (is_recompile && st.limit_reached(why)) {
     tracing.unlock();
-    return body(call.tensors);  // eager: the user function runs op by op on the interpreter
+    return run_directly(call.tensors, body);  // eager: the user function runs op by op on the interpreter
   }
   std::string action = is_recompile ? st.mark_dynamic_dims(call) : "";
   Traced traced = st.trace_with_pinning(call, body);
-  return st.remember(entry, std::move(traced), is_recompile, why, action);
+  std::vector<int> rebound = traced.entry->rebound_args;
+  return split_rebound(st.remember(entry, std::move(traced), is_recompile, why, action), rebound);
 }
 
 }  // namespace detail

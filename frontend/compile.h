@@ -7,6 +7,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <tuple>
 #include <array>
 #include <type_traits>
@@ -37,12 +38,21 @@ struct Options {
   void validate() const;
 };
 
-// A non-tensor argument is guarded by its value (floats by bit pattern) and its C++ type.
+// A non-tensor argument is guarded by its value (floats by bit pattern) and the kind of C++ type
+// it came as (guard_type below).
 using ArgValue = std::variant<Tensor, int64_t, double, bool, std::string>;
 
 namespace detail {
 
 class CompiledState;
+
+// What one call of a compiled function gives back: its outputs, and the tensor arguments the
+// function rebound (`x = x * 2` on a `Tensor&` parameter), by index among the tensor arguments,
+// with their new values, which the caller's variables take as they would in eager code.
+struct CallResult {
+  std::vector<Tensor> outputs;
+  std::vector<std::pair<int, Tensor>> rebound;
+};
 
 class CompiledCore {
  public:
@@ -50,10 +60,9 @@ class CompiledCore {
   ~CompiledCore();
   // The user function, called with the tensor arguments to use in place of the original ones.
   using Body = std::function<std::vector<Tensor>(std::vector<Tensor>& tensor_args)>;
-  // Runs `body` traced or replayed. `types` are the C++ types of the arguments (a generic
-  // lambda may do different things for 0.5f and 0.5).
-  std::vector<Tensor> call(const std::vector<ArgValue>& args, const std::vector<std::type_index>& types,
-                           const Body& body);
+  // Runs `body` traced or replayed. `types` are the arguments' guard types (a generic lambda
+  // may do different things for 0.5f and 0.5).
+  CallResult call(const std::vector<ArgValue>& args, const std::vector<std::type_index>& types, const Body& body);
   Report report() const;
   const Options& options() const;
 
@@ -62,13 +71,85 @@ class CompiledCore {
 };
 
 template <class T>
+constexpr bool is_string_like = std::is_convertible_v<const T&, std::string> || std::is_same_v<T, std::string_view>;
+
+template <class T>
 ArgValue to_arg(const T& v) {
   if constexpr (std::is_same_v<std::decay_t<T>, Tensor>) return v;
   else if constexpr (std::is_same_v<std::decay_t<T>, bool>) return v;
   else if constexpr (std::is_integral_v<std::decay_t<T>>) return static_cast<int64_t>(v);
   else if constexpr (std::is_floating_point_v<std::decay_t<T>>) return static_cast<double>(v);
-  else if constexpr (std::is_convertible_v<T, std::string>) return std::string(v);
+  else if constexpr (is_string_like<std::decay_t<T>>) return std::string(v);
   else static_assert(sizeof(T) == 0, "compiled functions take Tensor, integer, float, bool or string arguments");
+}
+
+// The parameter types of a callable whose call operator is not a template (a plain lambda, a
+// function pointer, std::function); `known` is false for a generic lambda.
+template <class M>
+struct member_params {
+  static constexpr bool known = false;
+};
+template <class C, class R, class... P>
+struct member_params<R (C::*)(P...) const> {
+  static constexpr bool known = true;
+  using type = std::tuple<P...>;
+};
+template <class C, class R, class... P>
+struct member_params<R (C::*)(P...)> : member_params<R (C::*)(P...) const> {};
+template <class C, class R, class... P>
+struct member_params<R (C::*)(P...) const noexcept> : member_params<R (C::*)(P...) const> {};
+template <class C, class R, class... P>
+struct member_params<R (C::*)(P...) noexcept> : member_params<R (C::*)(P...) const> {};
+
+template <class F, class = void>
+struct params_of {
+  static constexpr bool known = false;
+};
+template <class F>
+struct params_of<F, std::void_t<decltype(&F::operator())>> : member_params<decltype(&F::operator())> {};
+template <class R, class... P>
+struct params_of<R (*)(P...)> {
+  static constexpr bool known = true;
+  using type = std::tuple<P...>;
+};
+
+// Argument I of N as the function's body sees it: converted to its parameter's type where that
+// is known, else the argument's own type (a generic lambda).
+template <class T>
+constexpr bool is_guardable = std::is_same_v<T, Tensor> || std::is_arithmetic_v<T> || is_string_like<T>;
+
+template <class Params, size_t I, class Arg, size_t N, bool = std::tuple_size_v<Params> == N>
+struct param_or_arg {
+  using type = std::decay_t<Arg>;
+};
+// A parameter of another type (ember::Scalar) takes what it is given: the argument's type.
+template <class Params, size_t I, class Arg, size_t N>
+struct param_or_arg<Params, I, Arg, N, true> {
+  using param = std::decay_t<std::tuple_element_t<I, Params>>;
+  using type = std::conditional_t<is_guardable<param>, param, std::decay_t<Arg>>;
+};
+template <class F, size_t I, class Arg, size_t N, class = void>
+struct seen_as {
+  using type = std::decay_t<Arg>;
+};
+template <class F, size_t I, class Arg, size_t N>
+struct seen_as<F, I, Arg, N, std::enable_if_t<params_of<F>::known>>
+    : param_or_arg<typename params_of<F>::type, I, Arg, N> {};
+
+// A non-tensor argument is guarded by its value and type as the body sees them, not as the
+// caller spelled them: for a `const std::string&` parameter, f(x, "relu") and
+// f(x, std::string("relu")) are one trace, as f(x, 2) and f(x, 2.0) are for a `double` one.
+// A generic lambda sees each argument's own type and may act on it (dtype_of<decltype(s)>),
+// so there each C++ type keeps its trace.
+template <class F, size_t I, size_t N, class Arg>
+ArgValue guard_value(const Arg& arg) {
+  using Seen = typename seen_as<F, I, Arg, N>::type;
+  if constexpr (std::is_same_v<Seen, Tensor> || std::is_same_v<Seen, std::decay_t<Arg>>) return to_arg(arg);
+  else return to_arg(static_cast<Seen>(arg));
+}
+template <class F, size_t I, size_t N, class Arg>
+std::type_index guard_type() {
+  return typeid(typename seen_as<F, I, Arg, N>::type);
 }
 
 // For each argument position, its index among the tensor arguments (-1 for other arguments).
@@ -92,6 +173,22 @@ template <class F, class... Args, size_t... I>
 decltype(auto) call_with(F& fn, std::vector<Tensor>& tensor_args, std::index_sequence<I...>, Args&... args) {
   constexpr auto positions = tensor_positions<Args...>();
   return fn(pick<positions[I]>(tensor_args, args)...);
+}
+
+// Gives each rebound tensor argument's new value to the caller's variable, as eager code would.
+// Only a non-const lvalue can take it: a temporary's rebinding is not visible to the caller.
+template <class... Args>
+void rebind_arguments(const std::vector<std::pair<int, Tensor>>& rebound, Args&&... args) {
+  if (rebound.empty()) return;
+  constexpr auto positions = tensor_positions<Args...>();
+  size_t i = 0;
+  auto one = [&]<class A>(A&& arg) {
+    int p = positions[i++];
+    if constexpr (std::is_same_v<A, Tensor&>)
+      for (const auto& [index, value] : rebound)
+        if (index == p) arg = value;
+  };
+  (one(std::forward<Args>(args)), ...);
 }
 
 template <class R>
@@ -122,12 +219,21 @@ class CompiledFunction {
   auto operator()(Args&&... args) {
     using R = std::decay_t<std::invoke_result_t<F&, Args&...>>;
     if (!core_) throw Error(ErrorKind::Runtime, "[compile] this compiled function was moved from");
-    std::vector<ArgValue> packed{detail::to_arg(args)...};
-    std::vector<std::type_index> types{std::type_index(typeid(std::decay_t<Args>))...};
+    auto [packed, types] = pack<Args...>(std::index_sequence_for<Args...>{}, args...);
     auto body = [&](std::vector<Tensor>& tensor_args) {
       return detail::flatten(detail::call_with(fn_, tensor_args, std::index_sequence_for<Args...>{}, args...));
     };
-    return detail::unflatten<R>(core_->call(packed, types, body));
+    detail::CallResult result = core_->call(packed, types, body);
+    detail::rebind_arguments(result.rebound, std::forward<Args>(args)...);
+    return detail::unflatten<R>(std::move(result.outputs));
+  }
+
+  // The arguments as the guards see them, and their types (detail::guard_value).
+  template <class... Args, size_t... I>
+  static std::pair<std::vector<ArgValue>, std::vector<std::type_index>> pack(std::index_sequence<I...>,
+                                                                             const Args&... args) {
+    constexpr size_t n = sizeof...(Args);
+    return {{detail::guard_value<F, I, n>(args)...}, {detail::guard_type<F, I, n, Args>()...}};
   }
 
   // The report of the latest trace, with every recompile so far.
