@@ -11,9 +11,13 @@
 // and float64 in float64 (as PyTorch's kernels do), integer and bool sum/prod in wrapping int64
 // (also their output dtype, as in PyTorch); max/min keep the input dtype (they only pick). The
 // interpreter is the reference: it folds floats in float64, at least as wide as any declared
-// accumulator, so a generated float32 sum differs from it only by rounding, within TESTING.md's
-// tolerances (tests/unit/test_reduction_semantics.cpp folds in the declared accumulator and
-// checks that bar).
+// accumulator. A float32 accumulator's partial results can leave float32's range where the
+// float64 fold's do not (3e38 + 3e38 - 3e38): a backend must not show that, and folds again in
+// float64 any sum whose float32 result is not finite, and any product whose result is not a
+// normal number ([Note: overflow-safe folds] in codegen/cpu/emit_kernel.cpp). So a generated
+// float32 fold differs from the interpreter's only by rounding, within docs/testing.md's
+// tolerances (tests/unit/test_reduction_semantics.cpp folds in the declared accumulator and checks
+// that bar, and checks the overflow edge against generated code).
 #pragma once
 
 #include <cmath>

@@ -173,7 +173,7 @@ bool dumping() {
 
 // Bumped whenever the emitter or the lowering changes what a spec compiles to: old entries of the
 // disk cache must not be loaded for it.
-constexpr const char* kCodegenVersion = "cpu-18";
+constexpr const char* kCodegenVersion = "cpu-20";
 
 std::string disk_key(const KernelSpec& spec) {
   return sha256_hex(spec.str() + "\ntarget " + host_target() + "\nllvm " + llvm_version() + "\nember " +

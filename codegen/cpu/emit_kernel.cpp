@@ -254,8 +254,9 @@ class KernelWriter {
       std::vector<int> reductions;
       for (size_t v = num_inputs(); v < row_.size(); ++v)
         if (levels[v] == level && is_row_reduction(instr(v).op)) reductions.push_back(static_cast<int>(v));
-      std::vector<Val> folded = reduce_pass(base, fast, reductions, level == max_level);
-      for (size_t i = 0; i < reductions.size(); ++i) row_vals_[reductions[i]] = finish(reductions[i], folded[i]);
+      std::vector<Val> folded =
+          overflow_safe(reductions, [&] { return reduce_pass(base, fast, reductions, level == max_level); });
+      for (size_t i = 0; i < reductions.size(); ++i) row_vals_[reductions[i]] = folded[i];
       ready_row_values(base, levels, level, "%inner_begin", 0);
     }
     store_pass(base, fast);
@@ -307,10 +308,12 @@ class KernelWriter {
       std::vector<int> reductions;
       for (size_t v = num_inputs(); v < row_.size(); ++v)
         if (levels[v] == level && is_row_reduction(instr(v).op)) reductions.push_back(static_cast<int>(v));
-      std::vector<Val> inits;
-      for (int r : reductions) inits.push_back(identity(instr(r).op, {register_type(instr(r).compute), width}));
-      std::vector<Val> folded = fold_down(base, reductions, j, width, inits);
-      for (size_t i = 0; i < reductions.size(); ++i) row_vals_[reductions[i]] = finish(reductions[i], folded[i]);
+      std::vector<Val> folded = overflow_safe(reductions, [&] {
+        std::vector<Val> inits;
+        for (int r : reductions) inits.push_back(identity(instr(r).op, {accumulator_type(r), width}));
+        return fold_down(base, reductions, j, width, inits);
+      });
+      for (size_t i = 0; i < reductions.size(); ++i) row_vals_[reductions[i]] = folded[i];
       ready_row_values(base, levels, level, j, width);
     }
     bool any = false;
@@ -341,6 +344,8 @@ class KernelWriter {
   // squares all round one way); by blocks, the error grows with the block and the block count.
   std::vector<Val> fold_down(const std::vector<Val>& base, const std::vector<int>& reductions, const std::string& j,
                              int width, const std::vector<Val>& inits) {
+    // The second fold of [Note: overflow-safe folds] goes down each column in order, unblocked.
+    if (wide_) return fold_column(base, reductions, c0_.name, sizes_[rank() - 2].name, j, width, inits);
     return in_blocks(reductions, c0_.name, sizes_[rank() - 2].name, m_.int_constant(kFoldBlock, i64()), inits,
                      [&](const std::string& from, const std::string& to, const std::vector<Val>& identities) {
                        return fold_column(base, reductions, from, to, j, width, identities);
@@ -357,7 +362,7 @@ class KernelWriter {
     std::vector<Val> memo(row_.size()), next;
     for (size_t i = 0; i < reductions.size(); ++i) {
       const KernelInstr& red = instr(reductions[i]);
-      Val x = value_at(red.args[0], offsets, j, width, memo);
+      Val x = in_accumulator(value_at(red.args[0], offsets, j, width, memo), inits[i].ty);
       EMBER_CHECK(x.ty.str() == inits[i].ty.str(), "a column reduction folds ", x.ty.str(), " into ", inits[i].ty.str());
       next.push_back(combine(red.op, loop.inside[i], x));
     }
@@ -563,10 +568,11 @@ class KernelWriter {
   std::vector<Val> reduce_pass(const std::vector<Val>& base, const Val& fast, const std::vector<int>& reductions,
                                bool last) {
     const size_t n = reductions.size();
+    if (wide_) return fold_in_order(base, reductions, last);
     int width = vector_width(spec_);
     std::vector<Ty> scalar_types, vector_types;
     for (int r : reductions) {
-      std::string elem = register_type(instr(r).compute);
+      std::string elem = accumulator_type(r);
       scalar_types.push_back({elem, 0});
       vector_types.push_back({elem, width});
     }
@@ -597,6 +603,15 @@ class KernelWriter {
     return fold_blocks(base, reductions, result(split, n + 1, n), "%inner_end", c1_, 0, partial, last);
   }
 
+  // The second fold of [Note: overflow-safe folds]: on scalars in the row's order, without blocks,
+  // as the interpreter folds (a product's lanes or blocks in float64 could still overflow where
+  // the whole row's running product does not).
+  std::vector<Val> fold_in_order(const std::vector<Val>& base, const std::vector<int>& reductions, bool last) {
+    std::vector<Val> inits;
+    for (int r : reductions) inits.push_back(identity(instr(r).op, {accumulator_type(r), 0}));
+    return fold_loop(base, reductions, "%inner_begin", "%inner_end", c1_.name, 0, inits, last);
+  }
+
   // [from, to) of the row by steps of `w` (vectors of `width`, or scalars) folded in blocks of
   // kFoldBlock steps, each from the identity and then into the running totals (see fold_down).
   std::vector<Val> fold_blocks(const std::vector<Val>& base, const std::vector<int>& reductions, const std::string& from,
@@ -618,7 +633,7 @@ class KernelWriter {
     std::vector<Val> memo(row_.size()), next;
     for (size_t i = 0; i < reductions.size(); ++i) {
       const KernelInstr& r = instr(reductions[i]);
-      Val x = value_at(r.args[0], base, j, width, memo);
+      Val x = in_accumulator(value_at(r.args[0], base, j, width, memo), inits[i].ty);
       EMBER_CHECK(x.ty.elem == inits[i].ty.elem, "a row reduction folds ", x.ty.str(), " into ", inits[i].ty.str());
       next.push_back(combine(r.op, loop.inside[i], x));
     }
@@ -626,6 +641,70 @@ class KernelWriter {
       if (scaled_[out] >= 0)
         store(out, value_at(scaled_[out], base, j, width, memo), base[num_inputs() + out], j, width);
     return close_carrying(loop, next);
+  }
+
+  // [Note: overflow-safe folds]
+  // A float32 sum or product (a float16 or bfloat16 one too: they compute in float32) folds in
+  // float32 registers for speed. Its partial results can overflow (3e38 + 3e38 - 3e38) or, for
+  // a product, underflow where the whole does not, which the reference never shows: the
+  // interpreter folds in float64 ([Note: reduction semantics]). So a fold whose float32 result
+  // is not finite (a sum) or not a normal number (a product) is folded again with float64
+  // accumulators, on scalars (or one lane per column) in the reference's order, and that result
+  // is kept: the reference's own. The check is a compare per row (or vector of columns); the
+  // second fold runs only for lines that hold an infinity or NaN, a product's zero, or partial
+  // results past float32's range.
+  std::vector<Val> overflow_safe(const std::vector<int>& reductions, const std::function<std::vector<Val>()>& fold) {
+    std::vector<Val> narrow = fold(), finished;
+    std::optional<Val> suspect;
+    for (size_t i = 0; i < reductions.size(); ++i) {
+      finished.push_back(finish(reductions[i], narrow[i]));
+      if (!widens(reductions[i])) continue;
+      Val s = suspect_fold(instr(reductions[i]).op, narrow[i]);
+      suspect = suspect ? m_.binary("arith.ori", *suspect, s) : s;
+    }
+    if (!suspect) return finished;
+    std::vector<Ty> types;
+    std::vector<std::string> narrow_names, wide_names;
+    for (const Val& f : finished) {
+      types.push_back(f.ty);
+      narrow_names.push_back(f.name);
+    }
+    std::string branch = m_.fresh();
+    m_.open(results_decl(branch, types.size()) + " = scf.if " + suspect->name + " -> (" + type_list(types) + ") {");
+    wide_ = true;
+    std::vector<Val> wide = fold();
+    wide_ = false;
+    for (size_t i = 0; i < reductions.size(); ++i) wide_names.push_back(finish(reductions[i], wide[i]).name);
+    m_.line("scf.yield " + join(wide_names) + " : " + type_list(types));
+    m_.middle("} else {");
+    m_.line("scf.yield " + join(narrow_names) + " : " + type_list(types));
+    m_.close();
+    std::vector<Val> out;
+    for (size_t i = 0; i < types.size(); ++i) out.push_back({result(branch, types.size(), i), types[i]});
+    return out;
+  }
+
+  // Whether reduction v folds again in float64 when its float32 result is suspect.
+  bool widens(int v) const {
+    Op op = instr(v).op;
+    return register_type(instr(v).compute) == "f32" && (op == Op::Sum || op == Op::Mean || op == Op::Prod);
+  }
+  // The register type reduction v accumulates in: its compute dtype's, float64 in a second fold.
+  std::string accumulator_type(int v) const { return wide_ && widens(v) ? "f64" : register_type(instr(v).compute); }
+  Val in_accumulator(const Val& x, const Ty& acc) {
+    return x.ty.elem == acc.elem ? x : m_.convert("arith.extf", x, x.ty.with(acc.elem));
+  }
+  // Whether a float32 fold's result may be its accumulator's overflow (or a product's underflow)
+  // rather than the value's: true for any lane of a vector.
+  Val suspect_fold(Op op, const Val& folded) {
+    Val magnitude = m_.unary("math.absf", folded);
+    Val suspect = m_.cmp("arith.cmpf", "ueq", magnitude, m_.constant(std::numeric_limits<double>::infinity(), folded.ty));
+    if (op == Op::Prod) {
+      Val tiny = m_.cmp("arith.cmpf", "ult", magnitude, m_.constant(std::numeric_limits<float>::min(), folded.ty));
+      suspect = m_.binary("arith.ori", suspect, tiny);
+    }
+    if (!folded.ty.width) return suspect;
+    return m_.let("vector.reduction <or>, " + suspect.name + " : " + suspect.ty.str() + " into i1", {"i1", 0});
   }
 
   // A reduction's folded value as its instruction's result: a mean divides by the row's length;
@@ -723,6 +802,7 @@ class KernelWriter {
   std::vector<Val> row_vals_;     // the current row's row values, as computed
   std::vector<int> scaled_;       // per output: the value stored before scaling, or -1
   std::vector<Val> reciprocals_;  // per row value: its reciprocal, in the store pass's fast loop
+  bool wide_ = false;             // folding again in float64 ([Note: overflow-safe folds])
 };
 
 }  // namespace

@@ -1,9 +1,12 @@
 // The reductions' declared semantics ([Note: reduction semantics] in ir/reduction.h): every
 // reduction declares a combiner or a decomposition; each identity is neutral for its combiner;
 // folding in the declared accumulator gives what the interpreter gives (exactly where the
-// combiner only picks or the arithmetic is integer, within TESTING.md's tolerance for float sums
+// combiner only picks or the arithmetic is integer, within docs/testing.md's tolerance for float sums
 // and products, which the interpreter accumulates in double).
+#include <ember/ember.h>
+
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <random>
 #include <string>
@@ -215,4 +218,54 @@ TEST_CASE("folding in the declared accumulator gives the interpreter's result",
           CHECK(same(got, want.value));
         }
       }
+}
+
+namespace {
+
+// The float32 tensor of these values repeated `times` times along a row.
+Tensor repeated(std::vector<double> v, int64_t times, DType dt = DType::Float32) {
+  std::vector<double> all;
+  for (int64_t i = 0; i < times; ++i) all.insert(all.end(), v.begin(), v.end());
+  return from_vector(all, {static_cast<int64_t>(all.size())}, dt);
+}
+
+// Compiled (generated kernels) against eager (the interpreter, folding in float64): the same
+// infinities and NaNs, finite values within float32 rounding of the float64 fold.
+void check_same_fold(const std::function<Tensor(const Tensor&)>& fn, const Tensor& x) {
+  Tensor want = fn(x), got = compile(fn)(x);
+  std::vector<double> w = want.to_vector(), g = got.to_vector();
+  REQUIRE(w.size() == g.size());
+  for (size_t i = 0; i < w.size(); ++i) {
+    INFO("element " << i << ": compiled " << g[i] << ", eager " << w[i]);
+    if (!std::isfinite(w[i])) CHECK(((std::isnan(w[i]) && std::isnan(g[i])) || w[i] == g[i]));
+    else CHECK(std::abs(g[i] - w[i]) <= 1e-5 * std::abs(w[i]) + 1e-30);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("generated float32 sums and products never show their accumulator's overflow",
+          "[codegen][semantics]") {
+  // [Note: overflow-safe folds] (codegen/cpu/emit_kernel.cpp): partial results past float32's
+  // range, which a fold in float32 shows as inf or NaN and the interpreter's float64 fold not.
+  using Fn = std::function<Tensor(const Tensor&)>;
+  Fn row_sum = [](const Tensor& x) { return sum(x, {-1}); };
+  Fn row_mean = [](const Tensor& x) { return mean(x * 1.0, {-1}); };
+  Fn row_prod = [](const Tensor& x) { return prod(x, {-1}); };
+  Fn column_sum = [](const Tensor& x) { return sum(reshape(x, {-1, 1}) * 2.0, {0}); };
+  Fn fused = [](const Tensor& x) { return x / sum(x, {-1}, true) + mean(x, {-1}, true); };
+  for (int64_t times : {1, 3, 40, 1000}) {  // the scalar tail, then vectors of 16 and blocks of 256
+    INFO(times << " repetitions");
+    Tensor big = repeated({3e38, 3e38, -3e38, 7e4}, times);
+    for (const Fn& f : {row_sum, row_mean, column_sum, fused}) check_same_fold(f, big);
+    check_same_fold(row_sum, repeated({3e38, -3e38}, times));
+    check_same_fold(row_mean, repeated({3e38, 3e38}, times));  // a mean that fits, its sum not
+    check_same_fold(row_prod, repeated({1e30, 1e30, 1e-30, 1e-30}, times));  // overflows in float32
+    check_same_fold(row_prod, repeated({1e-30, 1e-30, 1e30, 1e30}, times));  // underflows to 0
+    check_same_fold(row_sum, repeated({3e38, 3e38, -3e38, -3e38}, times, DType::BFloat16));
+    // What truly overflows, and infinities and NaN in the input, stay as the reference has them.
+    check_same_fold(row_sum, repeated({3e38, 3e38}, times));
+    check_same_fold(row_sum, repeated({1.0, std::numeric_limits<double>::infinity()}, times));
+    check_same_fold(row_prod, repeated({2.0, 0.0, std::nan("")}, times));
+  }
 }
