@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <memory>
+#include <optional>
 
 #include "arrays.h"
 #include "convert.h"
@@ -13,6 +14,7 @@
 #include "ir/builder.h"
 #include "ir/error.h"
 #include "runtime/kernels/kernel.h"
+#include "runtime/thread_pool.h"
 #include "torch_calls.h"
 
 namespace py = pybind11;
@@ -20,6 +22,19 @@ namespace py = pybind11;
 namespace ember::python {
 
 namespace {
+
+// torch.get_num_threads(), read at each call: compiled code runs on as many threads as eager
+// would, and the user may change it between calls. 0 (ember's own setting) without PyTorch.
+int torch_threads() {
+  // torch.get_num_threads once PyTorch is loaded, kept for good (the GIL guards it).
+  static PyObject* get = nullptr;
+  if (!get) {
+    py::object torch = py::module_::import("sys").attr("modules").attr("get")("torch");
+    if (torch.is_none()) return 0;
+    get = py::object(torch.attr("get_num_threads")).release().ptr();
+  }
+  return py::handle(get)().cast<int>();
+}
 
 // A graph under construction; values keep it alive.
 struct GraphHolder {
@@ -135,8 +150,11 @@ class CompiledGraph {
         return take_storages(output_storages, buffers, exec_->keeps_buffers() ? nullptr : &given_outputs);
       };
     std::vector<Array> outputs;
+    int threads = torch_threads();
     {
       py::gil_scoped_release no_gil;  // kernels and the thread pool run without it; torch calls take it
+      std::optional<ThreadCountForCall> count;
+      if (threads > 0) count.emplace(threads);
       outputs = exec_->run(arrays, symbols, nullptr, storages);
     }
     std::vector<int64_t> shares(outputs.size(), -1);
