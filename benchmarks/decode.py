@@ -4,7 +4,7 @@ process, on the same prompt, greedy decoding with the model's key-value cache. E
 is a call with one new token, so the cache grows by one position a call: after the second call
 both compilers run a graph with a symbolic length, and the steps measure per-call overhead as
 much as kernels. Accuracy in the same run: the generated tokens equal eager's, and the last
-logits are within TESTING.md's model rule.
+logits are within docs/testing.md's model rule.
 
     .venv/bin/python benchmarks/decode.py [--batches 1,8] [--steps 32] [--repeats 5]
 """

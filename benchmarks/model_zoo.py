@@ -144,7 +144,7 @@ def with_breaks(size):
 
 MODELS = {"bert": bert, "gpt2": gpt2, "resnet18": resnet18, "resnet50": resnet50, "mobilenet_v2": mobilenet_v2,
           "vit": vit, "mlp": mlp, "with_breaks": with_breaks}
-# Architectures beyond the set (TESTING.md names EfficientNet): windowed attention
+# Architectures beyond the set (docs/testing.md names EfficientNet): windowed attention
 # through as_strided, 7x7 depthwise convolutions with channels-last layer norms, squeeze and
 # excitation, grouped-query attention with rotary embeddings, 1-d convolutions.
 MORE_MODELS = {"efficientnet": efficientnet, "convnext": convnext, "swin": swin, "llama": llama,

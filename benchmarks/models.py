@@ -2,14 +2,14 @@
 on the model set (model_zoo.py, size "bench"), inference, in one process on the same inputs,
 repeats interleaved. Per model: median time and spread, speedup over eager, cold compile (first
 call minus an eager call, with empty kernel caches), recompile with ember's kernels in memory,
-memory held after compile and warm-up, accuracy against eager by TESTING.md's model rule, share of ATen ops
+memory held after compile and warm-up, accuracy against eager by docs/testing.md's model rule, share of ATen ops
 ember lowered. Writes a Markdown table and a PNG bar chart.
 
     .venv/bin/python benchmarks/models.py [--models bert,gpt2] [--repeats 10] [--threads N] [--amp]
 
 --amp runs every variant under torch.autocast("cpu", dtype=torch.bfloat16), entered for each call
 as PyTorch's own benchmark harness does (so eager's cast weights are not kept from call to call),
-and checks accuracy with TESTING.md's float16/bfloat16 factor (3x eager's error).
+and checks accuracy with docs/testing.md's float16/bfloat16 factor (3x eager's error).
 """
 import argparse
 import copy

@@ -2,7 +2,7 @@
 model of the model set (model_zoo.py, size "bench") in PyTorch eager and through ember.compile
 (default mode), optionally torch.compile (Inductor: its training compile takes minutes per model
 here), in one process on the same inputs, steps interleaved. The gradients of the first compiled
-step are checked against eager's in the same run (TESTING.md's model rule, float64 reference).
+step are checked against eager's in the same run (docs/testing.md's model rule, float64 reference).
 
     .venv/bin/python benchmarks/training.py [--models resnet18,gpt2] [--steps 7] [--inductor]
 """
@@ -37,12 +37,12 @@ def step(model, args):
 
 
 def gradients_match(grads, expected, reference64):
-    """TESTING.md's model rule per gradient. A parameter the loss does not reach has no gradient
+    """docs/testing.md's model rule per gradient. A parameter the loss does not reach has no gradient
     in eager and zeros through AOTAutograd (torch.compile's too: BERT's pooler)."""
     def match(g, e, r):
         if g is None or e is None:
             return all(t is None or not t.any() for t in (g, e))
-        return close_to_eager(g, e, r, tol=1e-3)  # TESTING.md: training's tolerance
+        return close_to_eager(g, e, r, tol=1e-3)  # docs/testing.md: training's tolerance
     return all(match(g, e, r) for g, e, r in zip(grads, expected, reference64))
 
 

@@ -116,7 +116,7 @@ Values decompose_native_batch_norm(Builder& b, const Values& in, const Attrs& at
   Value xc = b.cast(in[0], c);
   // The statistics accumulate in float64, as eager's (at::acc_type of float is double on the
   // CPU): a training step's gradients pass back through every batch norm, and float32 sums
-  // left ember's ResNet and MobileNet gradients several times eager's error (TESTING.md's
+  // left ember's ResNet and MobileNet gradients several times eager's error (docs/testing.md's
   // model rule allows 2x). Reading x once either way, it costs no memory traffic.
   Moments m = moments(b, b.cast(in[0], DType::Float64), axes, true);
   m.mean = b.cast(m.mean, c);

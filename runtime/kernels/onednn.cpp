@@ -93,7 +93,7 @@ memory::dims weight_dims(const ConvShape& c) {
 // Skips oneDNN's brgemm convolutions for its direct JIT ones where there are any. With
 // AVX-512, oneDNN 2.6 picks brgconv, which sums each output in another order than the direct
 // kernel PyTorch's own oneDNN runs: over non-negative inputs (after a ReLU) its float32 error
-// was twice eager's, and through a ResNet's training step four times (TESTING.md's model rule
+// was twice eager's, and through a ResNet's training step four times (docs/testing.md's model rule
 // allows two). The direct kernel gives eager's results bit for bit on those layers.
 void prefer_direct_jit(dnnl::convolution_forward::primitive_desc& pd) {
   dnnl::convolution_forward::primitive_desc first = pd;

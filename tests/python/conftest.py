@@ -1,4 +1,4 @@
-"""Shared helpers of the Python tests: TESTING.md's tolerances, and what ember really did."""
+"""Shared helpers of the Python tests: docs/testing.md's tolerances, and what ember really did."""
 import os
 import sys
 import tempfile
@@ -25,7 +25,7 @@ def fresh_dynamo():
 
 
 def assert_model_close(actual, expected, reference64=None, tol=1e-4):
-    """TESTING.md's model rule: allclose at `tol`, else RMSE against a float64 run of the same
+    """docs/testing.md's model rule: allclose at `tol`, else RMSE against a float64 run of the same
     model within twice eager's RMSE plus tol / 10. NaN only where eager has NaN."""
     assert actual.shape == expected.shape and actual.dtype == expected.dtype
     if not actual.is_floating_point():

@@ -1,7 +1,7 @@
 """Models under torch.autocast("cpu", dtype=torch.bfloat16), as PyTorch's CPU benchmarks run them:
 their convolutions and linear layers come to ember in bfloat16, with float32 norms. ember runs
 them in bfloat16 itself (oneDNN, accumulating in float32 as eager's kernels do), and a batch
-norm of a bfloat16 input with float32 statistics is lowered, not a torch call. TESTING.md's
+norm of a bfloat16 input with float32 statistics is lowered, not a torch call. docs/testing.md's
 model rule with the float16/bfloat16 factor: within 3x eager's RMSE against float64."""
 import copy
 

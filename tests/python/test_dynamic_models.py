@@ -1,6 +1,6 @@
 """Models under dynamic=True: one compiled graph serves batch sizes and sequence lengths it was
 not traced with (Dynamo's symbolic sizes as ember's symbolic dims), for inference and training,
-with eager's results. Each size is compared by TESTING.md's model rule."""
+with eager's results. Each size is compared by docs/testing.md's model rule."""
 import copy
 
 import pytest

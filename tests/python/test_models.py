@@ -1,6 +1,6 @@
 """Real models that no one here wrote (transformers, built offline from small configs with random
 weights), a plain MLP and a model with deliberate graph breaks: each compiled by ember in every
-mode, for inference and for one training step, against eager by TESTING.md's model rule."""
+mode, for inference and for one training step, against eager by docs/testing.md's model rule."""
 import copy
 
 import pytest

@@ -67,7 +67,7 @@ inline bool same_bits(const std::vector<Tensor>& a, const std::vector<Tensor>& b
 }
 
 // Generated code against the interpreter over a program of several ops: NaN where it has NaN,
-// equal infinities, |got - want| <= 1e-5 + 1e-4 |want| (TESTING.md's per-op float32 tolerance,
+// equal infinities, |got - want| <= 1e-5 + 1e-4 |want| (docs/testing.md's per-op float32 tolerance,
 // loosened because a chain's errors compound).
 inline bool within_chain_tolerance(double want, double got) {
   if (std::isnan(want) || std::isnan(got)) return std::isnan(want) && std::isnan(got);

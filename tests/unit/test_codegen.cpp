@@ -250,7 +250,7 @@ TEST_CASE("EMBER_CODEGEN=0 runs every graph on the interpreter, the report says 
 
 TEST_CASE("generated math functions: accurate against float64 on edge values", "[codegen][math]") {
   // Polynomial approximations (MLIR's, f32) and libm (f64 and the rest), against std:: in
-  // double, within TESTING.md's float32 tolerances; NaN exactly where the reference has NaN.
+  // double, within docs/testing.md's float32 tolerances; NaN exactly where the reference has NaN.
   std::vector<double> values = {0.0, -0.0, 1e-45, 3e-39, 1.1754942e-38, 1e-30, 1e-7, 0.1, 0.5, 1.0, 2.0, 3.14159,
                                 10.0, 20.0, 88.0, 89.0, 100.0, 1e5, 1.5e9, 3e38,
                                 std::numeric_limits<double>::infinity(), std::nan("")};
