@@ -428,6 +428,14 @@ CompiledCore::~CompiledCore() = default;
 
 const Options& CompiledCore::options() const { return state_->options; }
 
+void CompiledCore::note_eager_call(const std::string& why) {
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  std::string note = "ran eagerly: " + why + " (take const Tensor& or pass a copy to compile it)";
+  if (std::find(state_->notes.begin(), state_->notes.end(), note) != state_->notes.end()) return;
+  state_->notes.push_back(note);
+  config::warn(note);
+}
+
 Report CompiledCore::report() const {
   std::lock_guard<std::mutex> lock(state_->mutex);
   Report r = state_->last;

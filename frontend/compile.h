@@ -65,6 +65,9 @@ class CompiledCore {
   CallResult call(const std::vector<ArgValue>& args, const std::vector<std::type_index>& types, const Body& body);
   Report report() const;
   const Options& options() const;
+  // A call that runs the user function eagerly instead (see rebinds_through_two_names): warns
+  // once per function, and the report notes it.
+  void note_eager_call(const std::string& why);
 
  private:
   std::unique_ptr<CompiledState> state_;
@@ -191,6 +194,34 @@ void rebind_arguments(const std::vector<std::pair<int, Tensor>>& rebound, Args&&
   (one(std::forward<Args>(args)), ...);
 }
 
+// Whether argument I (of N, as the caller passed it: A) may be rebound by the function: a
+// Tensor& parameter, or, in a generic lambda, a non-const Tensor lvalue.
+template <class F, size_t I, size_t N, class A>
+constexpr bool may_rebind() {
+  if constexpr (!std::is_same_v<std::decay_t<A>, Tensor>) {
+    return false;
+  } else if constexpr (params_of<F>::known) {
+    using P = typename params_of<F>::type;
+    if constexpr (std::tuple_size_v<P> == N) return std::is_same_v<std::tuple_element_t<I, P>, Tensor&>;
+    else return false;
+  } else {
+    return std::is_same_v<A, Tensor&>;
+  }
+}
+
+// Whether one caller variable goes to two parameters that may rebind it: f(a, a) into
+// (Tensor& x, Tensor& y) shows `x = x * 2` through y in eager code, which a trace's stand-ins
+// cannot ([Note: rebound arguments]). Such a call runs eagerly.
+template <class F, class... A, size_t... I>
+bool rebinds_through_two_names(std::index_sequence<I...>, const A&... args) {
+  constexpr size_t n = sizeof...(A);
+  const void* variables[] = {(may_rebind<F, I, n, A>() ? static_cast<const void*>(&args) : nullptr)..., nullptr};
+  for (size_t i = 0; i < n; ++i)
+    for (size_t j = i + 1; j < n; ++j)
+      if (variables[i] && variables[i] == variables[j]) return true;
+  return false;
+}
+
 template <class R>
 std::vector<Tensor> flatten(R&& r) {
   using D = std::decay_t<R>;
@@ -219,6 +250,10 @@ class CompiledFunction {
   auto operator()(Args&&... args) {
     using R = std::decay_t<std::invoke_result_t<F&, Args&...>>;
     if (!core_) throw Error(ErrorKind::Runtime, "[compile] this compiled function was moved from");
+    if (detail::rebinds_through_two_names<F, Args...>(std::index_sequence_for<Args...>{}, args...)) {
+      core_->note_eager_call("one Tensor variable was passed to two parameters that may rebind it");
+      return R(fn_(args...));
+    }
     auto [packed, types] = pack<Args...>(std::index_sequence_for<Args...>{}, args...);
     auto body = [&](std::vector<Tensor>& tensor_args) {
       return detail::flatten(detail::call_with(fn_, tensor_args, std::index_sequence_for<Args...>{}, args...));
