@@ -12,7 +12,9 @@
 // A function that takes `Tensor&` may rebind it (`x = x * 2`), which eager code shows to the
 // caller. A trace finds the stand-ins so rebound and records their new values as outputs after
 // the function's own (Entry::rebound_args says whose), so a replay hands back the same
-// rebinding, and CompiledFunction gives it to the caller's variables.
+// rebinding, and CompiledFunction gives it to the caller's variables. One variable passed to
+// two parameters, one of which may rebind it, gets one stand-in for both, so the rebinding shows
+// through the other name as in eager code; that sharing is guarded (Entry::shared).
 #include "frontend/compile.h"
 
 #include <bit>
@@ -62,6 +64,7 @@ struct Entry {
   Guards guards;
   std::vector<ArgValue> scalars;  // the non-tensor arguments, by position (tensors as placeholders)
   std::vector<std::type_index> types;
+  std::vector<int> shared;  // tensor arguments that were one variable (shared_variables)
   bool has_breaks = false;
   std::shared_ptr<const Executable> exec;  // no-break traces: replayed directly
   std::vector<InputSource> inputs;
@@ -75,6 +78,7 @@ struct Entry {
 struct CallArgs {
   const std::vector<ArgValue>& args;
   const std::vector<std::type_index>& types;
+  const std::vector<int>& shared;
   std::vector<Tensor> tensors;
   std::vector<Array> arrays;
 };
@@ -195,10 +199,22 @@ std::shared_ptr<const Executable> CompiledState::compile(const Graph& g, GraphIn
 
 namespace {
 
+// "none", or "1 = 0, 3 = 2": which tensor arguments were the variable of an earlier one.
+std::string shared_str(const std::vector<int>& shared) {
+  std::string s;
+  for (size_t k = 0; k < shared.size(); ++k)
+    if (shared[k] != static_cast<int>(k)) s += (s.empty() ? "" : ", ") + std::to_string(k) + " = " + std::to_string(shared[k]);
+  return s.empty() ? "none" : s;
+}
+
 bool scalars_match(const Entry& e, const CallArgs& call, std::string& why) {
   const std::vector<ArgValue>& args = call.args;
   if (args.size() != e.scalars.size()) {
     why = "number of arguments: " + std::to_string(e.scalars.size()) + " -> " + std::to_string(args.size());
+    return false;
+  }
+  if (call.shared != e.shared) {
+    why = "tensor arguments passed as one variable: " + shared_str(e.shared) + " -> " + shared_str(call.shared);
     return false;
   }
   for (size_t i = 0; i < args.size(); ++i) {
@@ -353,6 +369,7 @@ std::shared_ptr<Entry> CompiledState::make_entry(const CallArgs& call, TraceCont
   e->guards.facts = ctx.guards().facts;
   e->scalars = call.args;
   e->types = call.types;
+  e->shared = call.shared;
   e->has_breaks = ctx.had_breaks();
   e->rebound_args = std::move(rebound_args);
   if (!e->has_breaks) {
@@ -428,14 +445,6 @@ CompiledCore::~CompiledCore() = default;
 
 const Options& CompiledCore::options() const { return state_->options; }
 
-void CompiledCore::note_eager_call(const std::string& why) {
-  std::lock_guard<std::mutex> lock(state_->mutex);
-  std::string note = "ran eagerly: " + why + " (take const Tensor& or pass a copy to compile it)";
-  if (std::find(state_->notes.begin(), state_->notes.end(), note) != state_->notes.end()) return;
-  state_->notes.push_back(note);
-  config::warn(note);
-}
-
 Report CompiledCore::report() const {
   std::lock_guard<std::mutex> lock(state_->mutex);
   Report r = state_->last;
@@ -446,9 +455,9 @@ Report CompiledCore::report() const {
 }
 
 CallResult CompiledCore::call(const std::vector<ArgValue>& args, const std::vector<std::type_index>& types,
-                              const Body& body) {
+                              const std::vector<int>& shared, const Body& body) {
   CompiledState& st = *state_;
-  CallArgs call{args, types, {}, {}};
+  CallArgs call{args, types, shared, {}, {}};
   for (const ArgValue& a : args)
     if (auto* t = std::get_if<Tensor>(&a)) {
       if (!t->defined()) EMBER_THROW(Value, "[compile] argument ", call.tensors.size(), " is an undefined tensor");

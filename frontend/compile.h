@@ -61,13 +61,11 @@ class CompiledCore {
   // The user function, called with the tensor arguments to use in place of the original ones.
   using Body = std::function<std::vector<Tensor>(std::vector<Tensor>& tensor_args)>;
   // Runs `body` traced or replayed. `types` are the arguments' guard types (a generic lambda
-  // may do different things for 0.5f and 0.5).
-  CallResult call(const std::vector<ArgValue>& args, const std::vector<std::type_index>& types, const Body& body);
+  // may do different things for 0.5f and 0.5); `shared` is shared_variables' (a guard too).
+  CallResult call(const std::vector<ArgValue>& args, const std::vector<std::type_index>& types,
+                  const std::vector<int>& shared, const Body& body);
   Report report() const;
   const Options& options() const;
-  // A call that runs the user function eagerly instead (see rebinds_through_two_names): warns
-  // once per function, and the report notes it.
-  void note_eager_call(const std::string& why);
 
  private:
   std::unique_ptr<CompiledState> state_;
@@ -166,16 +164,17 @@ constexpr std::array<int, sizeof...(Args)> tensor_positions() {
 }
 
 template <int P, class A>
-decltype(auto) pick(std::vector<Tensor>& tensor_args, A& arg) {
-  if constexpr (P >= 0) return (tensor_args[P]);
+decltype(auto) pick(std::vector<Tensor>& tensor_args, const std::vector<int>& shared, A& arg) {
+  if constexpr (P >= 0) return (tensor_args[shared.empty() ? P : shared[P]]);
   else return (arg);
 }
 
 // Calls fn with each tensor argument replaced by its stand-in from `tensor_args`.
 template <class F, class... Args, size_t... I>
-decltype(auto) call_with(F& fn, std::vector<Tensor>& tensor_args, std::index_sequence<I...>, Args&... args) {
+decltype(auto) call_with(F& fn, std::vector<Tensor>& tensor_args, const std::vector<int>& shared,
+                         std::index_sequence<I...>, Args&... args) {
   constexpr auto positions = tensor_positions<Args...>();
-  return fn(pick<positions[I]>(tensor_args, args)...);
+  return fn(pick<positions[I]>(tensor_args, shared, args)...);
 }
 
 // Gives each rebound tensor argument's new value to the caller's variable, as eager code would.
@@ -209,17 +208,30 @@ constexpr bool may_rebind() {
   }
 }
 
-// Whether one caller variable goes to two parameters that may rebind it: f(a, a) into
-// (Tensor& x, Tensor& y) shows `x = x * 2` through y in eager code, which a trace's stand-ins
-// cannot ([Note: rebound arguments]). Such a call runs eagerly.
+// For each tensor argument, the tensor argument whose variable it shares (its own index when
+// none): f(a, a) into (Tensor& x, Tensor& y) shows `x = x * 2` through y in eager code, so such
+// arguments get one stand-in between them, as they are one variable. Only where one of them may
+// be rebound: otherwise sharing is invisible, and a trace that tells them apart also serves
+// f(b, c). Empty when no variable is shared ([Note: rebound arguments]).
 template <class F, class... A, size_t... I>
-bool rebinds_through_two_names(std::index_sequence<I...>, const A&... args) {
+std::vector<int> shared_variables(std::index_sequence<I...>, const A&... args) {
   constexpr size_t n = sizeof...(A);
-  const void* variables[] = {(may_rebind<F, I, n, A>() ? static_cast<const void*>(&args) : nullptr)..., nullptr};
-  for (size_t i = 0; i < n; ++i)
-    for (size_t j = i + 1; j < n; ++j)
-      if (variables[i] && variables[i] == variables[j]) return true;
-  return false;
+  constexpr auto positions = tensor_positions<A...>();
+  const void* variables[] = {static_cast<const void*>(&args)..., nullptr};
+  constexpr bool rebindable[] = {may_rebind<F, I, n, A>()..., false};
+  std::vector<int> shared;
+  for (size_t j = 0; j < n; ++j) {
+    if (positions[j] < 0) continue;
+    for (size_t i = 0; i < j; ++i) {
+      if (positions[i] < 0 || variables[i] != variables[j] || !(rebindable[i] || rebindable[j])) continue;
+      if (shared.empty())
+        for (size_t k = 0; k < n; ++k)
+          if (positions[k] >= 0) shared.push_back(positions[k]);
+      shared[positions[j]] = shared[positions[i]];
+      break;
+    }
+  }
+  return shared;
 }
 
 template <class R>
@@ -250,15 +262,12 @@ class CompiledFunction {
   auto operator()(Args&&... args) {
     using R = std::decay_t<std::invoke_result_t<F&, Args&...>>;
     if (!core_) throw Error(ErrorKind::Runtime, "[compile] this compiled function was moved from");
-    if (detail::rebinds_through_two_names<F, Args...>(std::index_sequence_for<Args...>{}, args...)) {
-      core_->note_eager_call("one Tensor variable was passed to two parameters that may rebind it");
-      return R(fn_(args...));
-    }
+    std::vector<int> shared = detail::shared_variables<F, Args...>(std::index_sequence_for<Args...>{}, args...);
     auto [packed, types] = pack<Args...>(std::index_sequence_for<Args...>{}, args...);
     auto body = [&](std::vector<Tensor>& tensor_args) {
-      return detail::flatten(detail::call_with(fn_, tensor_args, std::index_sequence_for<Args...>{}, args...));
+      return detail::flatten(detail::call_with(fn_, tensor_args, shared, std::index_sequence_for<Args...>{}, args...));
     };
-    detail::CallResult result = core_->call(packed, types, body);
+    detail::CallResult result = core_->call(packed, types, shared, body);
     detail::rebind_arguments(result.rebound, std::forward<Args>(args)...);
     return detail::unflatten<R>(std::move(result.outputs));
   }

@@ -165,7 +165,7 @@ class CompiledFunction {
       }
       return out;
     };
-    std::vector<Tensor> out = core_->call(values, types, body).outputs;  // Python cannot rebind arguments
+    std::vector<Tensor> out = core_->call(values, types, {}, body).outputs;  // Python cannot rebind arguments
     if (single && out.size() == 1) return py::cast(out[0]);
     return py::cast(out);
   }
