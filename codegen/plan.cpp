@@ -36,8 +36,8 @@ std::vector<Value> group_outputs(const FusionGroup& group, const std::unordered_
 
 }  // namespace
 
-std::shared_ptr<const Executable> build_cpu_executable(std::unique_ptr<Graph> graph, CodegenStats& stats,
-                                                       bool strict, bool static_buffers) {
+std::shared_ptr<Executable> build_cpu_executable(std::unique_ptr<Graph> graph, CodegenStats& stats,
+                                                 bool strict, bool static_buffers) {
   if (config::dump_after("graph"))  // the graph code generation starts from
     config::dump("graph-" + std::to_string(structural_hash(*graph)) + ".ir", print(*graph));
   std::vector<FusedStep> steps;
@@ -82,7 +82,7 @@ std::shared_ptr<const Executable> build_cpu_executable(std::unique_ptr<Graph> gr
     fused.push_back(std::move(steps[i]));
   }
   stats.kernels = static_cast<int>(fused.size());
-  return std::make_shared<const Executable>(std::move(graph), std::move(fused), static_buffers);
+  return std::make_shared<Executable>(std::move(graph), std::move(fused), static_buffers);
 }
 
 }  // namespace ember::codegen

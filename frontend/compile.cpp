@@ -120,7 +120,8 @@ class CompiledState : public SegmentCompiler {
  public:
   explicit CompiledState(Options o) : options(std::move(o)), mode(mode_config(options.mode)), pipeline(mode.passes) {}
 
-  std::shared_ptr<const Executable> compile(const Graph& g, GraphInfo& info) override;
+  std::shared_ptr<const Executable> compile(const Graph& g, GraphInfo& info, std::span<const Array> inputs,
+                                            const SymbolValues& symbols, std::vector<Array>& results) override;
   std::shared_ptr<Entry> lookup(const CallArgs& call, SymbolValues& values, std::string& why) const;
   bool limit_reached(const std::string& why);
   std::string mark_dynamic_dims(const CallArgs& call);
@@ -157,7 +158,9 @@ class CompiledState : public SegmentCompiler {
                                     std::vector<Tensor>& outputs, std::vector<int> rebound_args);
 };
 
-std::shared_ptr<const Executable> CompiledState::compile(const Graph& g, GraphInfo& info) {
+std::shared_ptr<const Executable> CompiledState::compile(const Graph& g, GraphInfo& info,
+                                                        std::span<const Array> inputs, const SymbolValues& symbols,
+                                                        std::vector<Array>& results) {
   uint64_t hash = structural_hash(g);
   info.hash = hash;
   {
@@ -173,11 +176,22 @@ std::shared_ptr<const Executable> CompiledState::compile(const Graph& g, GraphIn
       info.buffers = it->second.info.buffers;
       info.kernels = it->second.info.kernels;
       info.interpreter_ops = it->second.info.interpreter_ops;
+      info.mode = it->second.info.mode;
+      info.static_plan = it->second.info.static_plan;
+      info.autotuned = it->second.info.autotuned;
+      info.tuning = it->second.info.tuning;
       info.cache_hit = true;
-      return it->second.exec;
+      std::shared_ptr<const Executable> exec = it->second.exec;
+      results = exec->run(inputs, symbols, &info.allocations);
+      return exec;
     }
   }
-  std::shared_ptr<const Executable> exec = compile_graph(g, mode, pipeline, options.strict, info);
+  std::shared_ptr<Executable> exec = compile_graph(g, mode, pipeline, options.strict, info);
+  if (mode.autotune)  // its first call runs as the tuner watches, then it is tuned
+    results = run_and_autotune(*exec, inputs, symbols, autotune_options(options.autotune_budget_s, options.autotune_search),
+                               options.strict, info, &info.allocations);
+  else
+    results = exec->run(inputs, symbols, &info.allocations);
   if (config::log_enabled("compile"))
     config::log("compile", "graph " + std::to_string(hash) + ": " + std::to_string(info.op_count) + " ops in " +
                                std::to_string(info.compile_ms) + " ms");

@@ -30,6 +30,10 @@ struct Options {
   int recompile_limit = 8;        // past it, new guard failures run eagerly (one warning)
   int segment_cache_limit = 64;   // compiled graphs kept per function; the oldest go first
   bool strict = false;            // a compile failure raises instead of falling back to eager
+  // max-autotune's time per compiled graph in seconds, and its search (auto, exhaustive, random,
+  // bayes): unset, EMBER_AUTOTUNE_BUDGET_S and EMBER_AUTOTUNE_SEARCH, else 30 and auto.
+  std::optional<double> autotune_budget_s;
+  std::string autotune_search;
 
   // From text pairs, as a binding or a config file gives them. Unknown keys and bad values are
   // ember::Error naming the valid ones.

@@ -5,7 +5,11 @@
 #pragma once
 
 #include <memory>
+#include <optional>
+#include <span>
+#include <string>
 
+#include "codegen/autotune.h"
 #include "frontend/report.h"
 #include "ir/graph.h"
 #include "modes/mode.h"
@@ -16,7 +20,19 @@ namespace ember {
 
 // Fills `info` (except id and hash). A pass that fails leaves the graph unoptimised with a
 // warning, and `strict` raises instead; so does a kernel that fails to compile.
-std::shared_ptr<const Executable> compile_graph(const Graph& g, const ModeConfig& mode, const Pipeline& pipeline,
-                                                bool strict, GraphInfo& info);
+std::shared_ptr<Executable> compile_graph(const Graph& g, const ModeConfig& mode, const Pipeline& pipeline,
+                                          bool strict, GraphInfo& info);
+
+// max-autotune's settings: those given, else EMBER_AUTOTUNE_BUDGET_S and EMBER_AUTOTUNE_SEARCH,
+// else 30 s and auto. A bad environment value is a warning and the default.
+codegen::AutotuneOptions autotune_options(std::optional<double> budget_s, const std::string& search);
+
+// The first call of a plan that compile_graph built under max-autotune, which nothing else runs
+// yet: the call runs once, observed, and the plan is then tuned on what its steps read
+// (codegen/autotune.h); `info` says what was chosen. A failure to tune leaves the plan as built,
+// with a warning; `strict` raises it instead. Returns the call's outputs, as run() would.
+std::vector<Array> run_and_autotune(Executable& exec, std::span<const Array> inputs, const SymbolValues& symbols,
+                                    const codegen::AutotuneOptions& options, bool strict, GraphInfo& info,
+                                    int64_t* allocations = nullptr, const OutputStorages& output_storages = {});
 
 }  // namespace ember

@@ -1,7 +1,10 @@
 // compile() options: parsing from text pairs and validation.
+#include <algorithm>
+#include <cmath>
 #include <map>
 #include <string>
 
+#include "codegen/search.h"
 #include "frontend/compile.h"
 #include "ir/error.h"
 #include "modes/mode.h"
@@ -18,6 +21,17 @@ int parse_int(const std::string& key, const std::string& v) {
     return out;
   } catch (const std::exception&) {
     EMBER_THROW(Value, "[compile] option '", key, "' must be an integer, got '", v, "'");
+  }
+}
+
+double parse_double(const std::string& key, const std::string& v) {
+  try {
+    size_t used = 0;
+    double out = std::stod(v, &used);
+    if (used != v.size()) throw std::invalid_argument(v);
+    return out;
+  } catch (const std::exception&) {
+    EMBER_THROW(Value, "[compile] option '", key, "' must be a number, got '", v, "'");
   }
 }
 
@@ -39,9 +53,12 @@ Options Options::from_map(const std::map<std::string, std::string>& values) {
     else if (key == "strict") o.strict = parse_bool(key, v);
     else if (key == "recompile_limit") o.recompile_limit = parse_int(key, v);
     else if (key == "segment_cache_limit") o.segment_cache_limit = parse_int(key, v);
+    else if (key == "autotune_budget_s") o.autotune_budget_s = parse_double(key, v);
+    else if (key == "autotune_search") o.autotune_search = v;
     else
       EMBER_THROW(Value, "[compile] unknown option '", key,
-                  "' (valid: mode, fullgraph, dynamic, recompile_limit, segment_cache_limit, strict)");
+                  "' (valid: mode, fullgraph, dynamic, recompile_limit, segment_cache_limit, strict, "
+                  "autotune_budget_s, autotune_search)");
   }
   o.validate();
   return o;
@@ -52,6 +69,14 @@ void Options::validate() const {
   if (recompile_limit < 0) EMBER_THROW(Value, "[compile] recompile_limit must be >= 0, got ", recompile_limit);
   if (segment_cache_limit < 1)
     EMBER_THROW(Value, "[compile] segment_cache_limit must be >= 1, got ", segment_cache_limit);
+  if (autotune_budget_s && !(*autotune_budget_s >= 0 && std::isfinite(*autotune_budget_s)))
+    EMBER_THROW(Value, "[compile] autotune_budget_s must be a number of seconds >= 0, got ", *autotune_budget_s);
+  if (!autotune_search.empty()) {
+    std::vector<std::string> names = codegen::search_names();
+    if (std::find(names.begin(), names.end(), autotune_search) == names.end())
+      EMBER_THROW(Value, "[compile] unknown autotune_search '", autotune_search,
+                  "' (valid: auto, exhaustive, random, bayes)");
+  }
 }
 
 }  // namespace ember

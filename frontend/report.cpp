@@ -38,6 +38,37 @@ std::string json_list(const std::vector<T>& items, F&& item) {
 
 }  // namespace
 
+namespace {
+
+// "mode max-autotune: static plan; tuned 5 steps in 1.20 s (3 from the tuning database)", then
+// each step whose choice is not the default, and each that was timed.
+void write_mode(std::ostringstream& out, const GraphInfo& g) {
+  if (g.mode.empty()) return;
+  out << "    mode " << g.mode << ":" << (g.static_plan ? " static plan" : " buffers per call");
+  if (g.autotuned) {
+    int known = 0;
+    for (const TuningRecord& t : g.tuning) known += t.from_database;
+    char s[32];
+    std::snprintf(s, sizeof s, "%.2f", g.autotune_s);
+    out << "; tuned " << g.tuning.size() << " steps in " << s << " s (" << known << " from the tuning database, "
+        << g.autotune_timed << " candidates timed)";
+  }
+  out << "\n";
+  for (const TuningRecord& t : g.tuning) {
+    if (t.from_database && t.winner == "default") continue;
+    out << "      step " << t.step << " " << t.name << ": ";
+    if (t.from_database) {
+      out << t.winner << " (from the tuning database)\n";
+      continue;
+    }
+    if (t.winner == "default") out << "default kept, " << static_cast<int64_t>(t.default_us) << " us";
+    else out << t.winner << " " << static_cast<int64_t>(t.winner_us) << " us, default " << static_cast<int64_t>(t.default_us) << " us";
+    out << ", " << t.timed << " timed" << (t.rejected ? ", " + std::to_string(t.rejected) + " rejected" : "") << "\n";
+  }
+}
+
+}  // namespace
+
 std::string Report::text() const {
   std::ostringstream out;
   out << "graphs: " << graph_count() << ", graph breaks: " << graph_break_count()
@@ -62,6 +93,7 @@ std::string Report::text() const {
       for (const auto& [name, n] : interpreted) out << " " << name << " x" << n;
     }
     out << "\n";
+    write_mode(out, g);
   }
   for (size_t i = 0; i < breaks.size(); ++i) {
     const GraphBreak& b = breaks[i];
@@ -80,7 +112,13 @@ std::string Report::text() const {
 }
 
 std::string Report::json() const {
-  auto graph = [](const GraphInfo& g) {
+  auto tuned = [](const TuningRecord& t) {
+    return "{\"step\": " + std::to_string(t.step) + ", \"name\": " + quote(t.name) + ", \"winner\": " + quote(t.winner) +
+           ", \"default_us\": " + std::to_string(t.default_us) + ", \"winner_us\": " + std::to_string(t.winner_us) +
+           ", \"from_database\": " + (t.from_database ? "true" : "false") + ", \"timed\": " + std::to_string(t.timed) +
+           ", \"rejected\": " + std::to_string(t.rejected) + "}";
+  };
+  auto graph = [&](const GraphInfo& g) {
     std::string ops = "{";
     bool first = true;
     for (const auto& [name, n] : g.ops) {
@@ -105,7 +143,10 @@ std::string Report::json() const {
            ", \"allocations\": " + std::to_string(g.allocations) + ", \"kernels\": " + std::to_string(g.kernels) +
            ", \"kernels_compiled\": " + std::to_string(g.kernels_compiled) +
            ", \"kernels_from_disk\": " + std::to_string(g.kernels_from_disk) + ", \"interpreter_ops\": " + interpreter +
-           ", \"cache_hit\": " + (g.cache_hit ? "true" : "false") + ", \"ir\": " + quote(g.ir) + "}";
+           ", \"cache_hit\": " + (g.cache_hit ? "true" : "false") + ", \"mode\": " + quote(g.mode) +
+           ", \"static_plan\": " + (g.static_plan ? "true" : "false") + ", \"autotuned\": " +
+           (g.autotuned ? "true" : "false") + ", \"autotune_timed\": " + std::to_string(g.autotune_timed) +
+           ", \"tuning\": " + json_list(g.tuning, tuned) + ", \"ir\": " + quote(g.ir) + "}";
   };
   auto brk = [](const GraphBreak& b) {
     return "{\"category\": " + quote(b.category) + ", \"reason\": " + quote(b.reason) + ", \"op\": " + quote(b.op) +

@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "runtime/tuning_db.h"
+
 namespace ember {
 
 struct GraphBreak {
@@ -35,6 +37,14 @@ struct GraphInfo {
   int kernels_from_disk = 0;       // of those, loaded from the on-disk cache (the rest were in memory)
   double kernel_compile_ms = 0;    // time spent compiling them (part of compile_ms)
   std::vector<std::string> interpreter_ops;  // ops of the steps that run on the interpreter
+  // What the mode did (modes/mode.h): its name, whether the plan keeps its buffers between
+  // calls, and what max-autotune measured and chose per step.
+  std::string mode;
+  bool static_plan = false;
+  bool autotuned = false;
+  double autotune_s = 0;        // time spent tuning (part of compile_ms)
+  int autotune_timed = 0;       // candidates timed: 0 when every choice came from the database
+  std::vector<TuningRecord> tuning;
 };
 
 struct Recompile {

@@ -253,9 +253,9 @@ void TraceContext::flush(const std::vector<Tensor>& outputs) {
     return;
   }
   GraphInfo info;
-  auto exec = compiler_.compile(*graph_, info);
+  std::vector<Array> results;
+  auto exec = compiler_.compile(*graph_, info, input_values_, values_, results);
   info.id = static_cast<int>(report_.graphs.size());
-  std::vector<Array> results = exec->run(input_values_, values_, &info.allocations);
   report_.graphs.push_back(info);
   for (size_t i = 0; i < live.size(); ++i) {
     live[i]->value = results[i];

@@ -58,8 +58,11 @@ struct Guards {
 class SegmentCompiler {
  public:
   virtual ~SegmentCompiler() = default;
-  // Compiles (or finds in the cache) the executable for `g`; fills `info` for the report.
-  virtual std::shared_ptr<const Executable> compile(const Graph& g, GraphInfo& info) = 0;
+  // Compiles (or finds in the cache) the executable for `g` and runs it on this call's inputs
+  // into `results`; fills `info` for the report. A graph compiled now under max-autotune is
+  // tuned around this first run (frontend/graph_compile.h).
+  virtual std::shared_ptr<const Executable> compile(const Graph& g, GraphInfo& info, std::span<const Array> inputs,
+                                                    const SymbolValues& symbols, std::vector<Array>& results) = 0;
 };
 
 class TraceContext : public FactSink {

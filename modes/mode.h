@@ -1,4 +1,5 @@
-// A mode is a configuration: a flat list of passes plus runtime settings. One file per mode.
+// A mode is a configuration: a flat list of passes plus the runtime settings it turns on, one file
+// per mode. The code that acts on a mode reads these fields; none compares the mode's name.
 #pragma once
 
 #include <string>
@@ -10,9 +11,8 @@ namespace ember {
 struct ModeConfig {
   std::string name;
   std::vector<std::string> passes;
-  bool static_memory_plan = false;  // reduce-overhead, max-autotune: plan buffers once per shape
-  bool cuda_graphs = false;         // reduce-overhead, max-autotune: capture and replay on CUDA
-  bool autotune = false;            // max-autotune: benchmark kernel configurations
+  bool static_memory_plan = false;  // each shape's buffers kept from call to call (runtime/executable.h)
+  bool autotune = false;            // measure each step's ways of running and keep the fastest (codegen/autotune.h)
 };
 
 ModeConfig default_mode();
@@ -21,6 +21,7 @@ ModeConfig max_autotune_mode();
 
 // The mode by name; throws ember::Error listing the valid names for an unknown one.
 ModeConfig mode_config(std::string_view name);
+// Every mode's name, in the order the table in mode.cpp lists them.
 std::vector<std::string> mode_names();
 
 }  // namespace ember

@@ -49,7 +49,7 @@ void check_unknown_once() {
 
 const std::vector<Setting>& settings() {
   static const std::vector<Setting> table = {
-      {"EMBER_LOG", "comma list of: graph_breaks, recompiles, guards, passes, compile, plan, fusion, kernels, cache (or all)"},
+      {"EMBER_LOG", "comma list of: graph_breaks, recompiles, guards, passes, compile, plan, fusion, kernels, cache, autotune (or all)"},
       {"EMBER_DUMP_AFTER", "a pass name or all: print the IR after it, or (unchanged)"},
       {"EMBER_DUMP_DIR", "directory for dumps (default: stderr)"},
       {"EMBER_DISABLE_PASSES", "comma list of passes to skip"},
@@ -62,6 +62,8 @@ const std::vector<Setting>& settings() {
       {"EMBER_CACHE_DIR", "on-disk cache directory (default ~/.cache/ember), or off"},
       {"EMBER_CACHE_MAX_MB", "the disk cache's size limit per kind of entry, in MiB (default 1024)"},
       {"EMBER_PERF_MAP", "1 to name each loaded kernel in /tmp/perf-<pid>.map, for perf report"},
+      {"EMBER_AUTOTUNE_BUDGET_S", "max-autotune's time per compiled graph, in seconds, when the options do not set it (default 30)"},
+      {"EMBER_AUTOTUNE_SEARCH", "max-autotune's search when the options do not set it: auto, exhaustive, random or bayes"},
   };
   return table;
 }

@@ -222,6 +222,26 @@ void store(const std::string& kind, const std::string& key, const std::string& p
   evict(dir);
 }
 
+std::vector<std::string> keys(const std::string& kind) {
+  std::vector<std::string> out;
+  std::string dir = kind_directory(kind);
+  if (dir.empty()) return out;
+  if (DIR* d = opendir(dir.c_str())) {
+    while (dirent* e = readdir(d))
+      if (valid_key(e->d_name)) out.emplace_back(e->d_name);
+    closedir(d);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+int remove_all(const std::string& kind) {
+  std::string dir = kind_directory(kind);
+  int removed = 0;
+  for (const std::string& key : keys(kind)) removed += unlink((dir + "/" + key).c_str()) == 0;
+  return removed;
+}
+
 Stats stats() { return {hits.load(), misses.load(), rejected.load(), stores.load(), evictions.load()}; }
 
 std::string directory() { return root(); }

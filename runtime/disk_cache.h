@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace ember::disk_cache {
 
@@ -23,6 +24,11 @@ namespace ember::disk_cache {
 std::optional<std::string> load(const std::string& kind, const std::string& key);
 // Stores it (best effort: a failure is logged, the caller carries on).
 void store(const std::string& kind, const std::string& key, const std::string& payload);
+
+// The keys of the entries of `kind` (whole or not: load tells), sorted.
+std::vector<std::string> keys(const std::string& kind);
+// Removes every entry of `kind`; returns how many.
+int remove_all(const std::string& kind);
 
 // Counters since the process started, for tests and the report.
 struct Stats {

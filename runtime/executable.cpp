@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <optional>
 #include <limits>
 #include <queue>
 
@@ -223,8 +224,44 @@ void Executable::plan_exact_outputs(const std::vector<int>& root) {
   }
 }
 
+std::shared_ptr<const KernelStep> KernelStep::with(const std::string& choice) const {
+  EMBER_THROW(Value, "[max-autotune] kernel ", name(), " has no choice '", choice, "'");
+}
+
+std::vector<Array> Executable::run_one(const Step& step, const std::vector<Array>& args,
+                                       const std::vector<Array>& destinations, const SymbolValues& symbols) const {
+  std::optional<ScopedStepSettings> settings;
+  if (!step.settings.is_default()) settings.emplace(step.settings);
+  if (step.kernel) {
+    step.kernel->run(args, destinations);
+    return destinations;
+  }
+  const Node* n = step.node;
+  std::vector<Array> results = run_op(n->op, n->attrs, args, n->types, symbols, destinations);
+  for (size_t k = 0; k < results.size(); ++k) {
+    if (destinations[k].defined() && results[k].data() != destinations[k].data()) {
+      kernels::copy_into(results[k], destinations[k]);  // a kernel that did not use its destination
+      results[k] = destinations[k];
+    }
+  }
+  return results;
+}
+
+void Executable::run_step(int i, std::span<const Array> inputs, std::span<const Array> outputs,
+                          const SymbolValues& symbols) const {
+  run_one(steps_[i], std::vector<Array>(inputs.begin(), inputs.end()), std::vector<Array>(outputs.begin(), outputs.end()),
+          symbols);
+}
+
+void Executable::set_step(int i, std::shared_ptr<const KernelStep> kernel, StepSettings settings) {
+  EMBER_CHECK(!kernel || steps_[i].kernel, "step ", i, " is an interpreter step: it takes no kernel");
+  if (kernel) steps_[i].kernel = std::move(kernel);
+  steps_[i].settings = settings;
+}
+
 std::vector<Array> Executable::run(std::span<const Array> inputs, const SymbolValues& symbols,
-                                   int64_t* allocations, const OutputStorages& output_storages) const {
+                                   int64_t* allocations, const OutputStorages& output_storages,
+                                   const StepObserver& observe) const {
   EMBER_CHECK(inputs.size() == graph_->inputs().size(), "executable called with ", inputs.size(), " inputs, takes ",
               graph_->inputs().size());
   int64_t allocations_before = storage_allocations();
@@ -248,23 +285,11 @@ std::vector<Array> Executable::run(std::span<const Array> inputs, const SymbolVa
     }
     args.clear();
     for (int s : step.inputs) args.push_back(values[s]);
-    const std::vector<Array>& destinations = binding.destinations[&step - &steps_.front()];
-    if (step.kernel) {
-      step.kernel->run(args, destinations);
-      for (size_t k = 0; k < destinations.size(); ++k) values[step.outputs[k]] = destinations[k];
-      for (int s : step.release) values[s] = Array();
-      continue;
-    }
-    const Node* n = step.node;
-    std::vector<Array> results = run_op(n->op, n->attrs, args, n->types, symbols, destinations);
-    for (size_t k = 0; k < results.size(); ++k) {
-      int s = step.outputs[k];
-      if (slots_[s].home == Home::Buffer && results[k].data() != destinations[k].data()) {
-        kernels::copy_into(results[k], destinations[k]);  // a kernel that did not use its destination
-        results[k] = destinations[k];
-      }
-      values[s] = std::move(results[k]);
-    }
+    const int index = static_cast<int>(&step - &steps_.front());
+    const std::vector<Array>& destinations = binding.destinations[index];
+    if (observe) observe(index, args, destinations);
+    std::vector<Array> results = run_one(step, args, destinations, symbols);
+    for (size_t k = 0; k < results.size(); ++k) values[step.outputs[k]] = std::move(results[k]);
     for (int s : step.release) values[s] = Array();
   }
   if (profile && !steps_.empty()) {

@@ -22,6 +22,7 @@
 
 #include "ir/graph.h"
 #include "runtime/array.h"
+#include "runtime/step_settings.h"
 
 namespace ember {
 
@@ -37,6 +38,12 @@ class KernelStep {
   // (one that dies here): true when the kernel reads each element of such an input only where
   // it stores the same element of its outputs, and before it stores it (elementwise kernels).
   virtual bool may_overwrite_inputs() const { return false; }
+  // The choices this kernel leaves open (max-autotune, codegen/autotune.h), each knob's option 0
+  // being this kernel's own; none by default.
+  virtual std::vector<Knob> knobs() const { return {}; }
+  // The kernel that computes the same with `choice` ("name=value ..." of knobs(), non-default
+  // values only; "" is this one). Throws when it cannot be built.
+  virtual std::shared_ptr<const KernelStep> with(const std::string& choice) const;
 };
 
 // A group of nodes that one KernelStep computes. The group must be convex (no path leaves it
@@ -70,6 +77,8 @@ struct OutputBuffer {
 // buffer that is exactly one output, the caller may make the output's own tensor and keep it
 // as the output: no second tensor over the memory afterwards.
 using OutputStorages = std::function<std::vector<std::shared_ptr<Storage>>(const std::vector<OutputBuffer>&)>;
+// Called before step `step` runs, with the arrays it reads and the destinations it writes.
+using StepObserver = std::function<void(int step, std::span<const Array> inputs, std::span<const Array> outputs)>;
 
 class Executable {
  public:
@@ -83,7 +92,21 @@ class Executable {
   // `output_storages`, the buffers that hold outputs (or that outputs are views of) come from
   // it, in one call, instead of from ember's allocator.
   std::vector<Array> run(std::span<const Array> inputs, const SymbolValues& symbols,
-                         int64_t* allocations = nullptr, const OutputStorages& output_storages = {}) const;
+                         int64_t* allocations = nullptr, const OutputStorages& output_storages = {},
+                         const StepObserver& observe = {}) const;
+
+  // One step's parts, for max-autotune (codegen/autotune.h): its node (an interpreter step's, or
+  // a kernel step's first), its kernel (null: the interpreter runs the node), its settings.
+  const Node* step_node(int i) const { return steps_[i].node; }
+  const std::shared_ptr<const KernelStep>& step_kernel(int i) const { return steps_[i].kernel; }
+  const StepSettings& step_settings(int i) const { return steps_[i].settings; }
+  // Runs step i alone on `inputs` into `outputs` (arrays of its output types at these sizes),
+  // as run() runs it.
+  void run_step(int i, std::span<const Array> inputs, std::span<const Array> outputs,
+                const SymbolValues& symbols) const;
+  // Before the executable is shared: step i runs `kernel` (the same computation as its own;
+  // kept as it is when null) under `settings`.
+  void set_step(int i, std::shared_ptr<const KernelStep> kernel, StepSettings settings);
 
   int steps() const { return static_cast<int>(steps_.size()); }
   // Steps that run generated code, and the ops of those that run on the interpreter.
@@ -111,6 +134,7 @@ class Executable {
     std::vector<int> inputs;   // slots read
     std::vector<int> outputs;  // slots written, one per output
     std::vector<int> release;  // slots whose last use this is
+    StepSettings settings;     // how it runs (max-autotune's choice)
   };
   // A call's sizes, bound: the shape of every buffer's values, the buffers' storages, and each
   // step's destinations in them, for one set of symbol values.
@@ -125,6 +149,9 @@ class Executable {
   Binding take_binding(const SymbolValues& symbols, const OutputStorages& output_storages) const;
   void bind_destinations(Binding& binding, const std::vector<bool>& fresh) const;
   void log_profile(std::vector<std::pair<double, size_t>> step_us) const;
+  // Runs `step`, leaving its results in `destinations` where they are buffers; returns them.
+  std::vector<Array> run_one(const Step& step, const std::vector<Array>& args, const std::vector<Array>& destinations,
+                             const SymbolValues& symbols) const;
   void give_back(Binding binding) const;
   void plan_slots(const std::vector<FusedStep>& fused);
   void order_steps();

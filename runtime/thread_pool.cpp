@@ -51,6 +51,7 @@ int configured_threads(int from_environment) {
 }
 
 thread_local int threads_for_call = 0;  // ThreadCountForCall's, 0 when none
+thread_local int thread_limit = 0;      // set_thread_limit's, 0 when none
 
 // The caller's floating-point control and status register (x86's MXCSR), for the team.
 unsigned floating_point_control() {
@@ -123,7 +124,14 @@ bool try_run(int64_t n, int64_t chunk, int threads, const LoopBody& body) {
 int num_threads() {
   if (forked_child) return 1;
   const Team& t = team();
-  return threads_for_call > 0 && !t.from_environment ? threads_for_call : t.threads;
+  int n = threads_for_call > 0 && !t.from_environment ? threads_for_call : t.threads;
+  return thread_limit > 0 ? std::min(n, thread_limit) : n;
+}
+
+int set_thread_limit(int n) {
+  int previous = thread_limit;
+  thread_limit = std::max(n, 0);
+  return previous;
 }
 
 ThreadCountForCall::ThreadCountForCall(int n) : previous_(threads_for_call) { threads_for_call = std::max(n, 1); }

@@ -28,6 +28,10 @@ int num_threads();
 // `n` threads, unless EMBER_NUM_THREADS is set: what the user chose for ember wins. The PyTorch
 // bridge holds one around each call with torch.get_num_threads(), which may change between
 // calls, so that torch.set_num_threads(1) holds for compiled code as it does for eager.
+// Caps the threads of the loops this thread starts at `n` (0: no cap), and returns the cap it
+// replaces: a plan step that runs best on fewer threads (runtime/step_settings.h).
+int set_thread_limit(int n);
+
 class ThreadCountForCall {
  public:
   explicit ThreadCountForCall(int n);

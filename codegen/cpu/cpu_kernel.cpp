@@ -55,8 +55,9 @@ void collapse(int64_t* meta, int rank, size_t operands, int tail) {
 
 }  // namespace
 
-CpuKernel::CpuKernel(KernelSpec spec, KernelFn fn, std::string name)
-    : spec_(std::move(spec)), fn_(fn), name_(std::move(name)), reduces_(spec_.reduces()),
+CpuKernel::CpuKernel(KernelSpec spec, KernelFn fn, std::string name, KernelConfig config)
+    : spec_(std::move(spec)), fn_(fn), name_(std::move(name)), config_(config),
+      grain_(config.grain > 0 ? config.grain : kGrainElements), reduces_(spec_.reduces()),
       columns_(reduces_ && spec_.columns) {
   std::vector<bool> line = spec_.line_values();
   for (int v : spec_.outputs) line_outputs_.push_back(reduces_ && line[v]);
@@ -110,14 +111,28 @@ void CpuKernel::run(std::span<const Array> inputs, std::span<const Array> output
   for (int d = 0; d + 1 < rank; ++d) rows *= meta[d];
   // An empty row still has its reductions' values (a sum of nothing is 0).
   if (rows == 0 || (inner == 0 && !reduces_)) return;
-  if (rows * std::max<int64_t>(inner, 1) < 2 * kGrainElements || num_threads() == 1) return fn(0, rows, 0, inner, b, m);
+  if (rows * std::max<int64_t>(inner, 1) < 2 * grain_ || num_threads() == 1) return fn(0, rows, 0, inner, b, m);
   if (rows >= num_threads() || reduces_) {
-    parallel_for(rows, std::max<int64_t>(1, kGrainElements / std::max<int64_t>(inner, 1)),
+    parallel_for(rows, std::max<int64_t>(1, grain_ / std::max<int64_t>(inner, 1)),
                  [&](int64_t begin, int64_t end) { fn(begin, end, 0, inner, b, m); });
   } else {
-    parallel_for(inner, kGrainElements / rows + 64,
+    parallel_for(inner, grain_ / rows + 64,
                  [&](int64_t begin, int64_t end) { fn(0, rows, begin, end, b, m); });
   }
+}
+
+std::vector<Knob> CpuKernel::knobs() const {
+  int w = vector_width(spec_);
+  std::vector<Knob> knobs;
+  if (!columns_) knobs.push_back({"lanes", {config_.lanes, 2 * w, 4 * w, w / 2}});
+  knobs.push_back({"grain", {config_.grain, 8192, 131072}});
+  if (reduces_) knobs.push_back({"fold_block", {config_.fold_block, 64, 1024}});
+  if (columns_) knobs.push_back({"column_vectors", {config_.column_vectors, 2, 8}});
+  return knobs;
+}
+
+std::shared_ptr<const KernelStep> CpuKernel::with(const std::string& choice) const {
+  return cpu_kernel(spec_, choice.empty() ? config_ : KernelConfig::parse(choice)).kernel;
 }
 
 // A column kernel's launch: rows are the dims before the reduced one, each independent; so are the
@@ -129,11 +144,11 @@ void CpuKernel::run_columns(void* const* b, const int64_t* m) const {
   if (rows == 0 || inner == 0) return;
   int64_t per_row = std::max<int64_t>(down, 1) * inner;
   KernelFn fn = fn_;
-  if (rows * per_row < 2 * kGrainElements || num_threads() == 1) return fn(0, rows, 0, inner, b, m);
+  if (rows * per_row < 2 * grain_ || num_threads() == 1) return fn(0, rows, 0, inner, b, m);
   if (rows >= num_threads()) {
-    parallel_for(rows, std::max<int64_t>(1, kGrainElements / per_row), [&](int64_t begin, int64_t end) { fn(begin, end, 0, inner, b, m); });
+    parallel_for(rows, std::max<int64_t>(1, grain_ / per_row), [&](int64_t begin, int64_t end) { fn(begin, end, 0, inner, b, m); });
   } else {
-    int64_t grain = std::max<int64_t>(64, kGrainElements / (rows * std::max<int64_t>(down, 1)));
+    int64_t grain = std::max<int64_t>(64, grain_ / (rows * std::max<int64_t>(down, 1)));
     parallel_for(inner, grain, [&](int64_t begin, int64_t end) { fn(0, rows, begin, end, b, m); });
   }
 }
@@ -175,9 +190,9 @@ bool dumping() {
 // disk cache must not be loaded for it.
 constexpr const char* kCodegenVersion = "cpu-20";
 
-std::string disk_key(const KernelSpec& spec) {
-  return sha256_hex(spec.str() + "\ntarget " + host_target() + "\nllvm " + llvm_version() + "\nember " +
-                    EMBER_VERSION + "\ncodegen " + kCodegenVersion + "\n");
+std::string disk_key(const KernelSpec& spec, const KernelConfig& config) {
+  return sha256_hex(spec.str() + "\nconfig " + config.code_str() + "\ntarget " + host_target() + "\nllvm " +
+                    llvm_version() + "\nember " + EMBER_VERSION + "\ncodegen " + kCodegenVersion + "\n");
 }
 
 // The kernel from its object code on disk, or null (a bad object is a miss too).
@@ -192,8 +207,9 @@ KernelFn from_disk(const std::string& key, const std::string& name) {
   }
 }
 
-KernelFn compile_now(const KernelSpec& spec, const std::string& name, const std::string& key) {
-  std::string mlir = emit_kernel(spec, name);
+KernelFn compile_now(const KernelSpec& spec, const KernelConfig& config, const std::string& name,
+                     const std::string& key) {
+  std::string mlir = emit_kernel(spec, name, config);
   Stages stages;
   stages.keep = wants_stages();
   std::string object;
@@ -217,10 +233,22 @@ KernelFn compile_now(const KernelSpec& spec, const std::string& name, const std:
 
 }  // namespace
 
-KernelBuild cpu_kernel(const KernelSpec& spec) {
+const char* codegen_version() { return kCodegenVersion; }
+
+KernelBuild cpu_kernel(const KernelSpec& spec, const KernelConfig& config) {
+  // Configs that differ only in what is read at launch (the grain) share their code: the cache
+  // holds one kernel per code, and such a config gets its own kernel object around that code.
+  std::string code = config.code_str();
+  if (config.grain) {
+    KernelConfig same_code = config;
+    same_code.grain = 0;
+    KernelBuild build = cpu_kernel(spec, same_code);
+    build.kernel = std::make_shared<const CpuKernel>(spec, build.kernel->fn(), build.kernel->name(), config);
+    return build;
+  }
   static std::mutex mu;
   static std::unordered_map<std::string, std::shared_ptr<const CpuKernel>> cache;
-  std::string key = spec.hash();
+  std::string key = code.empty() ? spec.hash() : sha256_hex(spec.hash() + " " + code);
   bool fresh = dumping();
   if (!fresh) {
     std::lock_guard<std::mutex> lock(mu);
@@ -228,16 +256,16 @@ KernelBuild cpu_kernel(const KernelSpec& spec) {
   }
   auto start = std::chrono::steady_clock::now();
   std::string name = "ember_k_" + key.substr(0, 24);
-  std::string stored_as = disk_key(spec);
+  std::string stored_as = disk_key(spec, config);
   KernelBuild build;
   KernelFn fn = fresh ? nullptr : from_disk(stored_as, name);
   build.from_disk = fn != nullptr;
   if (!fn) {
-    fn = compile_now(spec, name, stored_as);
+    fn = compile_now(spec, config, name, stored_as);
     build.compiled = true;
   }
   build.ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-  auto kernel = std::make_shared<const CpuKernel>(spec, fn, name);
+  auto kernel = std::make_shared<const CpuKernel>(spec, fn, name, config);
   std::lock_guard<std::mutex> lock(mu);
   auto [it, added] = cache.emplace(key, kernel);
   build.kernel = it->second;

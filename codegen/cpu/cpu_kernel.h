@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "codegen/cpu/jit.h"
+#include "codegen/cpu/kernel_config.h"
 #include "codegen/kernel_spec.h"
 #include "runtime/executable.h"
 
@@ -13,13 +14,19 @@ namespace ember::codegen::cpu {
 
 class CpuKernel : public KernelStep {
  public:
-  CpuKernel(KernelSpec spec, KernelFn fn, std::string name);
+  CpuKernel(KernelSpec spec, KernelFn fn, std::string name, KernelConfig config = {});
   void run(std::span<const Array> inputs, std::span<const Array> outputs) const override;
   std::string name() const override { return name_; }
   // Elementwise kernels load every operand of a point before they store it (a row kernel stores
   // a row's outputs over several passes, which read its inputs again).
   bool may_overwrite_inputs() const override { return !reduces_; }
+  // KernelConfig's fields that apply to this kernel: lanes (not a column kernel's), the grain,
+  // a reduction's fold block, a column kernel's vectors per step.
+  std::vector<Knob> knobs() const override;
+  std::shared_ptr<const KernelStep> with(const std::string& choice) const override;
   const KernelSpec& spec() const { return spec_; }
+  const KernelConfig& config() const { return config_; }
+  KernelFn fn() const { return fn_; }
 
  private:
   void run_columns(void* const* buffers, const int64_t* meta) const;
@@ -27,6 +34,8 @@ class CpuKernel : public KernelStep {
   KernelSpec spec_;
   KernelFn fn_;
   std::string name_;
+  KernelConfig config_;
+  int64_t grain_;  // elements a thread's share holds at least
   bool reduces_;                    // a row kernel: threads split rows only, the last dim stays whole
   bool columns_;                    // a column kernel: reduces the dim before the last
   std::vector<bool> line_outputs_;  // outputs stored once per row or column
@@ -43,6 +52,10 @@ struct KernelBuild {
 // the spec, the target, the LLVM, ember and code generator versions), or compiled now (and
 // stored). Throws CodegenError on a failure inside MLIR or LLVM, after writing a reproducer to
 // EMBER_DUMP_DIR (when set).
-KernelBuild cpu_kernel(const KernelSpec& spec);
+// The code generator's version ("cpu-20"): part of every cache key of what it compiled or chose.
+const char* codegen_version();
+
+// A non-default `config` is another kernel, cached under its own key.
+KernelBuild cpu_kernel(const KernelSpec& spec, const KernelConfig& config = {});
 
 }  // namespace ember::codegen::cpu

@@ -27,14 +27,14 @@ namespace {
 
 // Steps a reduction folds into one partial before adding it to the running total: summing in
 // blocks keeps the rounding error of a long row or column near that of the block and the number of
-// blocks, instead of growing with the whole length.
+// blocks, instead of growing with the whole length. (KernelConfig::fold_block changes it.)
 constexpr int64_t kFoldBlock = 256;
 
 class KernelWriter {
  public:
-  KernelWriter(const KernelSpec& spec, const std::string& name)
+  KernelWriter(const KernelSpec& spec, const std::string& name, const KernelConfig& config)
       : spec_(spec), name_(name), operands_(spec.inputs.size() + spec.outputs.size()),
-        row_(spec.line_values()) {
+        row_(spec.line_values()), config_(config) {
     for (int v : spec.outputs) row_output_.push_back(spec.reduces() && row_[v]);
   }
 
@@ -43,7 +43,7 @@ class KernelWriter {
     Val fast = begin_function();
     m_.open("scf.for %row = %row_begin to %row_end step " + c1_.name + " : i64 {");
     std::vector<Val> base = row_offsets();
-    over_inner(fast, {vector_width(spec_)}, [&](const std::string& j, int width) { body(base, j, width); });
+    over_inner(fast, lanes(), [&](const std::string& j, int width) { body(base, j, width); });
     m_.close();
     m_.line("return");
     m_.close();
@@ -70,6 +70,15 @@ class KernelWriter {
     return m_.binary("arith.addi", Val{from, i64()}, m_.binary("arith.muli", m_.binary("arith.divsi", span, w), w));
   }
   int rank() const { return spec_.rank; }
+  // The vector loops' steps, widest first: the configured lanes (several registers' worth, which
+  // unrolls the loop) then one register's, or one register's alone.
+  std::vector<int> lanes() const {
+    int w = vector_width(spec_);
+    if (config_.lanes > w) return {config_.lanes, w};
+    return {config_.lanes > 0 ? config_.lanes : w};
+  }
+  int64_t fold_block() const { return config_.fold_block > 0 ? config_.fold_block : kFoldBlock; }
+  int column_vectors() const { return config_.column_vectors > 0 ? config_.column_vectors : kColumnVectors; }
   size_t num_inputs() const { return spec_.inputs.size(); }
 
   Val load_i64(const std::string& base, int index) {
@@ -121,7 +130,7 @@ class KernelWriter {
   // Over [%inner_begin, %inner_end): on the fast path, whole vectors of each of `widths` in
   // turn (widest first) while they fit, then scalars over what is left (everything, off the
   // fast path). `at(j, w)` emits the body at position j, a vector of w there or (w = 0) a scalar.
-  void over_inner(const Val& fast, std::initializer_list<int> widths,
+  void over_inner(const Val& fast, const std::vector<int>& widths,
                   const std::function<void(const std::string&, int)>& at) {
     Val scalar_from = m_.let("scf.if " + fast.name + " -> (i64) {", i64());
     m_.indent_more();
@@ -284,7 +293,7 @@ class KernelWriter {
     m_.open("scf.for %row = %row_begin to %row_end step " + c1_.name + " : i64 {");
     std::vector<Val> base = row_offsets();
     int w = vector_width(spec_);
-    over_inner(fast, {kColumnVectors * w, w}, [&](const std::string& j, int width) { columns_at(base, levels, j, width); });
+    over_inner(fast, {column_vectors() * w, w}, [&](const std::string& j, int width) { columns_at(base, levels, j, width); });
     m_.close();
     m_.line("return");
     m_.close();
@@ -346,7 +355,7 @@ class KernelWriter {
                              int width, const std::vector<Val>& inits) {
     // The second fold of [Note: overflow-safe folds] goes down each column in order, unblocked.
     if (wide_) return fold_column(base, reductions, c0_.name, sizes_[rank() - 2].name, j, width, inits);
-    return in_blocks(reductions, c0_.name, sizes_[rank() - 2].name, m_.int_constant(kFoldBlock, i64()), inits,
+    return in_blocks(reductions, c0_.name, sizes_[rank() - 2].name, m_.int_constant(fold_block(), i64()), inits,
                      [&](const std::string& from, const std::string& to, const std::vector<Val>& identities) {
                        return fold_column(base, reductions, from, to, j, width, identities);
                      });
@@ -569,7 +578,7 @@ class KernelWriter {
                                bool last) {
     const size_t n = reductions.size();
     if (wide_) return fold_in_order(base, reductions, last);
-    int width = vector_width(spec_);
+    int width = lanes().front();
     std::vector<Ty> scalar_types, vector_types;
     for (int r : reductions) {
       std::string elem = accumulator_type(r);
@@ -616,7 +625,7 @@ class KernelWriter {
   // kFoldBlock steps, each from the identity and then into the running totals (see fold_down).
   std::vector<Val> fold_blocks(const std::vector<Val>& base, const std::vector<int>& reductions, const std::string& from,
                                const std::string& to, const Val& w, int width, const std::vector<Val>& inits, bool last) {
-    Val span = m_.binary("arith.muli", w, m_.int_constant(kFoldBlock, i64()));
+    Val span = m_.binary("arith.muli", w, m_.int_constant(fold_block(), i64()));
     return in_blocks(reductions, from, to, span, inits,
                      [&](const std::string& block_from, const std::string& block_to, const std::vector<Val>& identities) {
                        return fold_loop(base, reductions, block_from, block_to, w.name, width, identities, last);
@@ -733,7 +742,7 @@ class KernelWriter {
     for (bool row : row_output_) any = any || !row;
     if (!any) return;
     auto pass = [&] {
-      over_inner(fast, {vector_width(spec_)}, [&](const std::string& j, int width) { store_outputs(base, j, width); });
+      over_inner(fast, lanes(), [&](const std::string& j, int width) { store_outputs(base, j, width); });
     };
     std::optional<Val> safe = row_reciprocals();
     if (!safe) return pass();
@@ -803,11 +812,14 @@ class KernelWriter {
   std::vector<int> scaled_;       // per output: the value stored before scaling, or -1
   std::vector<Val> reciprocals_;  // per row value: its reciprocal, in the store pass's fast loop
   bool wide_ = false;             // folding again in float64 ([Note: overflow-safe folds])
+  KernelConfig config_;
 };
 
 }  // namespace
 
-std::string emit_kernel(const KernelSpec& spec, const std::string& name) { return KernelWriter(spec, name).write(); }
+std::string emit_kernel(const KernelSpec& spec, const std::string& name, const KernelConfig& config) {
+  return KernelWriter(spec, name, config).write();
+}
 
 bool can_emit_reduction(const Node* n) {
   const TensorType& x = n->inputs()[0].type();

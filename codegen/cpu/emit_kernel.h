@@ -15,6 +15,7 @@
 
 #include <string>
 
+#include "codegen/cpu/kernel_config.h"
 #include "codegen/kernel_spec.h"
 
 namespace ember::codegen::cpu {
@@ -22,7 +23,7 @@ namespace ember::codegen::cpu {
 // Elements per vector: 64 bytes of the widest register type (AVX-512's width).
 int vector_width(const KernelSpec& spec);
 
-std::string emit_kernel(const KernelSpec& spec, const std::string& name);
+std::string emit_kernel(const KernelSpec& spec, const std::string& name, const KernelConfig& config = {});
 
 // Whether a reduction a row or column group holds (passes/fuse.h, folded_dim) can be part of its
 // kernel: floating inputs and outputs, and no max or min over nothing.

@@ -6,6 +6,7 @@
 
 #include "runtime/kernels/kernel.h"
 #include "runtime/kernels/onednn.h"
+#include "runtime/step_settings.h"
 #include "runtime/thread_pool.h"
 
 namespace ember::kernels {
@@ -200,12 +201,15 @@ void gemm_impl(const T* a, const T* b, T* c, int64_t m, int64_t n, int64_t k, bo
   // OpenBLAS on the pool for the rest. oneDNN's AVX2 kernels fall to 45-80 GFLOP/s on row-major
   // A @ B shapes that OpenBLAS runs at 90-140 (and the other way round for a skinny B); its
   // AVX-512 ones beat OpenBLAS's on every shape measured, 1.05-1.7x on 2 threads. A^T @ B (weight
-  // gradients) stays with OpenBLAS: level with oneDNN there (docs/dependencies.md).
+  // gradients) stays with OpenBLAS: level with oneDNN there (docs/dependencies.md). A step that
+  // max-autotune measured takes the route it chose (runtime/step_settings.h).
   constexpr int64_t kFewColumns = 64;
-  if constexpr (std::is_same_v<T, float>)
-    if (!trans_a && (trans_b || n <= kFewColumns || onednn_has_avx512()) &&
-        onednn_gemm(DType::Float32, a, b, c, m, n, k, trans_b, beta))
-      return;
+  if constexpr (std::is_same_v<T, float>) {
+    GemmRoute route = current_gemm_route();
+    bool onednn = route == GemmRoute::OneDnn ||
+                  (route == GemmRoute::Auto && (trans_b || n <= kFewColumns || onednn_has_avx512()));
+    if (!trans_a && onednn && onednn_gemm(DType::Float32, a, b, c, m, n, k, trans_b, beta)) return;
+  }
   use_single_threaded_blas();
   const int64_t lda = trans_a ? m : k, ldb = trans_b ? k : n;
   const int64_t flops = 2 * m * n * k, threads = num_threads();

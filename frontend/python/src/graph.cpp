@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <memory>
+#include <mutex>
 #include <optional>
 
 #include "arrays.h"
@@ -113,11 +114,18 @@ class CompiledGraph {
   };
 
  public:
-  CompiledGraph(PyGraph& g, const std::string& mode_name, bool strict) {
+  CompiledGraph(PyGraph& g, const std::string& mode_name, bool strict, std::optional<double> autotune_budget_s,
+                const std::string& autotune_search)
+      : strict_(strict) {
     ModeConfig mode = mode_config(mode_name);
     Pipeline pipeline(mode.passes);
     verify(g.graph());
-    exec_ = compile_graph(g.graph(), mode, pipeline, strict, info_);
+    std::shared_ptr<Executable> exec = compile_graph(g.graph(), mode, pipeline, strict, info_);
+    if (mode.autotune) {
+      untuned_ = exec;  // kept (non-const) for its first call, which tunes it
+      autotune_ = autotune_options(autotune_budget_s, autotune_search);
+    }
+    exec_ = std::move(exec);
     info_.hash = structural_hash(g.graph());
   }
 
@@ -141,6 +149,7 @@ class CompiledGraph {
     if (symbols.size() != g.symbols().size())
       EMBER_THROW(Value, "[run] the graph has ", g.symbols().size(), " symbols, not ", symbols.size());
     for (size_t i = 0; i < arrays.size(); ++i) check_input(i, g.inputs()[i]->type(), arrays[i], symbols);
+    int threads = torch_threads();
     std::vector<GivenOutput> given_outputs;  // outputs the caller made whole
     OutputStorages storages;
     if (!output_storages.is_none())
@@ -150,12 +159,18 @@ class CompiledGraph {
         return take_storages(output_storages, buffers, exec_->keeps_buffers() ? nullptr : &given_outputs);
       };
     std::vector<Array> outputs;
-    int threads = torch_threads();
     {
       py::gil_scoped_release no_gil;  // kernels and the thread pool run without it; torch calls take it
       std::optional<ThreadCountForCall> count;
       if (threads > 0) count.emplace(threads);
-      outputs = exec_->run(arrays, symbols, nullptr, storages);
+      bool ran = false;
+      if (untuned_) {  // max-autotune: the first call runs observed, then tunes the plan (others wait)
+        std::call_once(tuned_, [&] {
+          outputs = run_and_autotune(*untuned_, arrays, symbols, autotune_, strict_, info_, nullptr, storages);
+          ran = true;
+        });
+      }
+      if (!ran) outputs = exec_->run(arrays, symbols, nullptr, storages);
     }
     std::vector<int64_t> shares(outputs.size(), -1);
     for (size_t k = 0; k < outputs.size(); ++k) {
@@ -203,6 +218,25 @@ class CompiledGraph {
     d["kernel_compile_ms"] = info_.kernel_compile_ms;
     d["interpreter_ops"] = info_.interpreter_ops;
     d["hash"] = info_.hash;
+    d["mode"] = info_.mode;
+    d["static_plan"] = info_.static_plan;
+    d["autotuned"] = info_.autotuned;
+    d["autotune_s"] = info_.autotune_s;
+    d["autotune_timed"] = info_.autotune_timed;
+    py::list tuning;
+    for (const TuningRecord& t : info_.tuning) {
+      py::dict r;
+      r["step"] = t.step;
+      r["name"] = t.name;
+      r["winner"] = t.winner;
+      r["default_us"] = t.default_us;
+      r["winner_us"] = t.winner_us;
+      r["from_database"] = t.from_database;
+      r["timed"] = t.timed;
+      r["rejected"] = t.rejected;
+      tuning.append(r);
+    }
+    d["tuning"] = tuning;
     return d;
   }
   std::string plan() const { return exec_->describe(); }
@@ -253,7 +287,13 @@ class CompiledGraph {
   }
 
   std::shared_ptr<const Executable> exec_;
-  GraphInfo info_;
+  bool strict_;
+  // max-autotune: the plan as its first call tunes it (run() does, once), the settings to tune
+  // with, and the report, which the tuning completes.
+  std::shared_ptr<Executable> untuned_;
+  codegen::AutotuneOptions autotune_;
+  mutable std::once_flag tuned_;
+  mutable GraphInfo info_;
 };
 
 }  // namespace
@@ -277,8 +317,9 @@ void register_graph(py::module_& m) {
       .def("text", &PyGraph::text);
 
   py::class_<CompiledGraph>(m, "CompiledGraph")
-      .def(py::init<PyGraph&, const std::string&, bool>(), py::arg("graph"), py::arg("mode") = "default",
-           py::arg("strict") = false)
+      .def(py::init<PyGraph&, const std::string&, bool, std::optional<double>, const std::string&>(),
+           py::arg("graph"), py::arg("mode") = "default", py::arg("strict") = false,
+           py::arg("autotune_budget_s") = py::none(), py::arg("autotune_search") = "")
       .def("run", &CompiledGraph::run, py::arg("inputs"), py::arg("symbols"), py::arg("output_storages") = py::none())
       .def_property_readonly("info", &CompiledGraph::info)
       .def_property_readonly("plan", &CompiledGraph::plan);

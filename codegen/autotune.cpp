@@ -1,0 +1,369 @@
+// [Note: max-autotune]
+// A plan's steps that can run more than one way without computing anything else:
+//   a generated kernel: its vector lanes per step (one register, or several, which unrolls the
+//   loop), a reduction's fold block, a column kernel's vectors per step, the grain at which its
+//   work splits over threads, and the threads it uses;
+//   a float32 GEMM: oneDNN or OpenBLAS, and the threads.
+// The tuner runs the plan once on the call's inputs, keeping a copy of each such step's inputs
+// (with their strides) and the time each step took. The budget is split over the steps by their
+// share of that time, so the slow steps get the search. For each step, in plan order:
+//   1. the tuning database (runtime/tuning_db.h) may know its choice: taken with no timing;
+//   2. else the default is timed (a warm-up, then the median of repeats, whose spread is the
+//      noise), and candidates from the search strategy (search.h) are compiled, checked against
+//      the default's outputs (a candidate that computes another value is rejected and logged)
+//      and timed the same way, until the strategy or the step's budget runs out;
+//   3. the fastest replaces the default only when faster by more than the noise (and 3%), so
+//      max-autotune is never slower than default beyond noise; the choice, "default" included,
+//      goes to the database.
+// EMBER_LOG=autotune lists every candidate with its time; a tuning that takes longer than 2 s
+// shows its progress on stderr.
+#include "codegen/autotune.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <limits>
+#include <optional>
+#include <sstream>
+
+#include "codegen/autotune_measure.h"
+#include "codegen/cpu/cpu_kernel.h"
+#include "codegen/cpu/emit_kernel.h"
+#include "ir/error.h"
+#include "runtime/config.h"
+#include "runtime/thread_pool.h"
+
+namespace ember::codegen {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+// A step's way of running: its kernel's choice (KernelStep::with's text) and its settings.
+struct Choice {
+  std::string kernel;
+  StepSettings settings;
+};
+
+std::string choice_str(const Choice& c) {
+  std::string s = c.kernel;
+  if (!c.settings.is_default()) s += (s.empty() ? "" : " ") + c.settings.str();
+  return s.empty() ? "default" : s;
+}
+
+bool is_setting(const std::string& knob) { return knob == "threads" || knob == "gemm"; }
+
+// Parses choice_str's text: the settings' fields, and the kernel's (the rest), in any order.
+Choice parse_choice(const std::string& text) {
+  Choice c;
+  if (text == "default") return c;
+  std::string settings;
+  std::istringstream in(text);
+  for (std::string field; in >> field;) {
+    std::string& part = is_setting(field.substr(0, field.find('='))) ? settings : c.kernel;
+    part += (part.empty() ? "" : " ") + field;
+  }
+  if (!settings.empty()) c.settings = StepSettings::parse(settings);
+  return c;
+}
+
+// The choice at point p: the settings' knobs set their fields, the kernel's knobs that are not
+// at their own default make its text.
+Choice choice_at(const Space& space, const Point& p) {
+  Choice c;
+  std::string settings;
+  for (size_t k = 0; k < space.size(); ++k) {
+    if (p[k] == 0) continue;
+    std::string field = space[k].name + "=";
+    if (space[k].name == "gemm") field += static_cast<GemmRoute>(space[k].options[p[k]]) == GemmRoute::Blas ? "blas" : "onednn";
+    else field += std::to_string(space[k].options[p[k]]);
+    std::string& part = is_setting(space[k].name) ? settings : c.kernel;
+    part += (part.empty() ? "" : " ") + field;
+  }
+  if (!settings.empty()) c.settings = StepSettings::parse(settings);
+  return c;
+}
+
+// Fewer threads than the call has: one (small steps lose more to the hand-off than they gain),
+// and half from four up.
+std::vector<int64_t> thread_options(int threads) {
+  std::vector<int64_t> options{0, 1};
+  if (threads >= 4) options.push_back(threads / 2);
+  return options;
+}
+
+bool is_float32_gemm(const Node* n) {
+  if (n->op != Op::MatMul && n->op != Op::Linear) return false;
+  if (n->types.size() != 1 || n->types[0].dtype != DType::Float32) return false;
+  for (const Value& in : n->inputs())
+    if (in.type().dtype != DType::Float32) return false;
+  return true;
+}
+
+const cpu::CpuKernel* generated_kernel(const Executable& exec, int step) {
+  return dynamic_cast<const cpu::CpuKernel*>(exec.step_kernel(step).get());
+}
+
+// What the step is, for the database's key and the report.
+std::string step_name(const Executable& exec, int step) {
+  if (const KernelStep* k = exec.step_kernel(step).get()) return k->name();
+  return std::string(exec.step_node(step)->info().name);
+}
+
+std::string step_signature(const Executable& exec, int step, std::span<const Array> inputs,
+                           std::span<const Array> outputs) {
+  std::string s;
+  if (const cpu::CpuKernel* k = generated_kernel(exec, step)) {
+    s = "kernel\n" + k->spec().str() + "\nconfig " + k->config().str();
+  } else if (const KernelStep* other = exec.step_kernel(step).get()) {
+    s = "kernel " + other->name();
+  } else {
+    const Node* n = exec.step_node(step);
+    s = "op " + std::string(n->info().name) + " " + attrs_str(n->attrs);
+  }
+  s += "\ninputs";
+  for (const Array& a : inputs) s += " " + layout_signature(a);
+  s += "\noutputs";
+  for (const Array& a : outputs) s += " " + layout_signature(a);
+  return s + "\nthreads " + std::to_string(num_threads()) + "\nember " + EMBER_VERSION + " " +
+         cpu::codegen_version();
+}
+
+// One step the tuner works on: its choice from the database, or a copy of its inputs and its
+// outputs' types to measure with; and its time in the profile run.
+struct Tunable {
+  int step = 0;
+  Space space;
+  std::string signature;
+  std::optional<std::string> known;  // the database's choice
+  std::vector<Array> inputs;
+  std::vector<Array> outputs;  // scratch arrays of its destinations' types, for candidates to write
+  double profile_s = 0;
+};
+
+// Runs a step with a choice, on its inputs into `outputs`; the plan's own kernels are kept, so
+// that each choice starts from the step as it was built.
+class StepRunner {
+ public:
+  StepRunner(Executable& exec, const SymbolValues& symbols) : exec_(exec), symbols_(symbols) {
+    for (int i = 0; i < exec.steps(); ++i) built_.push_back(exec.step_kernel(i));
+  }
+
+  // The kernel for a choice (null for an interpreter step); throws when it cannot be built.
+  std::shared_ptr<const KernelStep> kernel_for(int step, const Choice& choice) const {
+    const std::shared_ptr<const KernelStep>& k = built_[step];
+    if (!k || choice.kernel.empty()) return k;
+    return k->with(choice.kernel);
+  }
+
+  // A function that runs step `step` with `kernel` and `settings` on `inputs` into `outputs`.
+  std::function<void()> runner(int step, std::shared_ptr<const KernelStep> kernel, const StepSettings& settings,
+                               std::span<const Array> inputs, std::span<const Array> outputs) const {
+    return [this, step, kernel, settings, inputs, outputs] {
+      ScopedStepSettings scoped(settings);
+      if (kernel) kernel->run(inputs, outputs);
+      else exec_.run_step(step, inputs, outputs, symbols_);
+    };
+  }
+
+  void apply(int step, const Choice& choice) { exec_.set_step(step, kernel_for(step, choice), choice.settings); }
+
+ private:
+  Executable& exec_;
+  const SymbolValues& symbols_;
+  std::vector<std::shared_ptr<const KernelStep>> built_;
+};
+
+// Progress on stderr once tuning has taken more than 2 s, at most once a second.
+class Progress {
+ public:
+  Progress(size_t steps, Clock::time_point start) : steps_(steps), start_(start) {}
+  void update(size_t done, double best_gain) {
+    double now = seconds_since(start_);
+    if (now < 2.0 || now - last_ < 1.0) return;
+    last_ = now;
+    std::fprintf(stderr, "ember: max-autotune: %zu of %zu steps, %.1f s, best gain so far %.2fx\n", done, steps_, now,
+                 best_gain);
+  }
+
+ private:
+  size_t steps_;
+  Clock::time_point start_;
+  double last_ = 0;
+};
+
+void log_candidate(const std::string& name, const std::string& choice, const std::string& outcome) {
+  if (config::log_enabled("autotune")) config::log("autotune", name + ": " + choice + ": " + outcome);
+}
+
+std::string us_str(double seconds) { return std::to_string(static_cast<int64_t>(seconds * 1e6)) + " us"; }
+
+// Searches step t's space within `budget_s` seconds; returns the record and the winning choice.
+std::pair<TuningRecord, Choice> search_step(StepRunner& runner, const Tunable& t, const std::string& name,
+                                            double budget_s, const AutotuneOptions& options, int& timed) {
+  Clock::time_point start = Clock::now();
+  TuningRecord record;
+  record.step = t.step;
+  record.name = name;
+  std::vector<Array> reference = t.outputs;
+  Timing base = measure(runner.runner(t.step, runner.kernel_for(t.step, {}), {}, t.inputs, reference), budget_s / 4);
+  ++timed;
+  record.default_us = base.median * 1e6;
+  log_candidate(name, "default", us_str(base.median) + " (noise " + std::to_string(int(base.spread * 100)) + "%)");
+  // A candidate costs its compile (tens of ms) and its timing (tens of the default's runs).
+  double cost = std::max(0.03, 20 * base.median);
+  int evaluations = std::max(1, static_cast<int>((budget_s - seconds_since(start)) / cost));
+  std::unique_ptr<Search> search = make_search(options.search, t.space, evaluations, std::hash<std::string>{}(name));
+  Choice best;
+  double best_s = base.median;
+  std::vector<Array> outputs;
+  for (const Array& o : t.outputs) outputs.push_back(Array::empty(o.dtype(), o.shape()));
+  while (seconds_since(start) < budget_s) {
+    std::optional<Point> p = search->next();
+    if (!p) break;
+    Choice c = choice_at(t.space, *p);
+    std::string text = choice_str(c);
+    std::shared_ptr<const KernelStep> kernel;
+    try {
+      kernel = runner.kernel_for(t.step, c);
+    } catch (const std::exception& e) {  // a config the code generator cannot compile
+      ++record.rejected;
+      search->tell(*p, std::numeric_limits<double>::infinity());
+      log_candidate(name, text, std::string("failed to compile: ") + e.what());
+      continue;
+    }
+    std::function<void()> run = runner.runner(t.step, kernel, c.settings, t.inputs, outputs);
+    run();
+    std::string why;
+    if (!same_values(outputs, reference, why)) {
+      ++record.rejected;
+      search->tell(*p, std::numeric_limits<double>::infinity());
+      log_candidate(name, text, "rejected: " + why);
+      continue;
+    }
+    Timing time = measure(run, std::max(0.0, budget_s - seconds_since(start)));
+    ++timed;
+    ++record.timed;
+    search->tell(*p, time.median);
+    log_candidate(name, text, us_str(time.median));
+    if (time.median < best_s) best_s = time.median, best = c;
+  }
+  // Only a gain beyond the noise counts.
+  double margin = std::max(0.03, 2 * base.spread);
+  if (best_s >= base.median * (1 - margin)) best = Choice{}, best_s = base.median;
+  record.winner = choice_str(best);
+  record.winner_us = best_s * 1e6;
+  return {record, best};
+}
+
+}  // namespace
+
+Space step_space(const Executable& exec, int step) {
+  int threads = num_threads();
+  Space space;
+  if (const KernelStep* k = exec.step_kernel(step).get()) {
+    space = k->knobs();
+  } else if (is_float32_gemm(exec.step_node(step))) {
+    space.push_back({"gemm", {0, static_cast<int64_t>(GemmRoute::OneDnn), static_cast<int64_t>(GemmRoute::Blas)}});
+  } else {
+    return space;
+  }
+  if (space.empty() && !exec.step_kernel(step)) return space;
+  if (threads > 1) space.push_back({"threads", thread_options(threads)});
+  return space;
+}
+
+// What the observed call leaves for tune(): the steps with a choice, as the call ran them.
+struct Autotuner::State {
+  Executable& exec;
+  std::vector<Tunable> tunables;
+  std::vector<double> step_s;
+  int running = -1;
+  Clock::time_point started;
+
+  // Before step `step` runs: the previous one is done; keep what this one reads, if it has a
+  // choice that the database does not know.
+  void before(int step, std::span<const Array> in, std::span<const Array> out) {
+    finish_running();
+    running = step;
+    Space space = step_space(exec, step);
+    bool whole = std::all_of(out.begin(), out.end(), [](const Array& a) { return a.defined(); });
+    if (!space.empty() && whole) {
+      Tunable t;
+      t.step = step;
+      t.space = std::move(space);
+      t.signature = step_signature(exec, step, in, out);
+      t.known = tuning_db::load(t.signature);
+      if (!t.known) {
+        for (const Array& a : in) t.inputs.push_back(copy_keeping_layout(a));
+        for (const Array& a : out) t.outputs.push_back(Array::empty(a.dtype(), a.shape()));
+      }
+      tunables.push_back(std::move(t));
+    }
+    started = Clock::now();  // the copies are not the step's time
+  }
+  void finish_running() {
+    if (running >= 0) step_s[running] = seconds_since(started);
+    running = -1;
+  }
+};
+
+Autotuner::Autotuner(Executable& exec) : state_(new State{exec, {}, std::vector<double>(exec.steps(), 0.0)}) {}
+Autotuner::~Autotuner() = default;
+
+StepObserver Autotuner::observer() {
+  return [this](int step, std::span<const Array> in, std::span<const Array> out) { state_->before(step, in, out); };
+}
+
+AutotuneResult Autotuner::tune(const SymbolValues& symbols, const AutotuneOptions& options) {
+  Clock::time_point start = Clock::now();
+  state_->finish_running();
+  std::vector<Tunable>& tunables = state_->tunables;
+  for (Tunable& t : tunables) t.profile_s = state_->step_s[t.step];
+  Executable& exec = state_->exec;
+  AutotuneResult result;
+  double total_s = 0;
+  for (const Tunable& t : tunables) total_s += t.profile_s;
+  StepRunner runner(exec, symbols);
+  Progress progress(tunables.size(), start);
+  double best_gain = 1.0;
+  for (size_t i = 0; i < tunables.size(); ++i) {
+    const Tunable& t = tunables[i];
+    std::string name = step_name(exec, t.step);
+    TuningRecord record;
+    Choice choice;
+    if (t.known) {
+      try {
+        choice = parse_choice(*t.known);
+      } catch (const Error& e) {  // an entry this version cannot read: the default, as a miss would
+        config::log("cache", std::string("a tuning entry would not parse: ") + e.what());
+      }
+      runner.apply(t.step, choice);
+      result.steps.push_back({t.step, name, 0, choice_str(choice), 0, true, 0, 0});
+      continue;
+    }
+    double share = total_s > 0 ? t.profile_s / total_s : 1.0 / tunables.size();
+    std::tie(record, choice) = search_step(runner, t, name, options.budget_s * share, options, result.timed);
+    runner.apply(t.step, choice);
+    tuning_db::store(t.signature, choice_str(choice));
+    if (record.winner_us > 0) best_gain = std::max(best_gain, record.default_us / record.winner_us);
+    result.steps.push_back(record);
+    progress.update(i + 1, best_gain);
+  }
+  result.seconds = seconds_since(start);
+  return result;
+}
+
+AutotuneResult autotune(Executable& exec, std::span<const Array> inputs, const SymbolValues& symbols,
+                        const AutotuneOptions& options) {
+  Autotuner tuner(exec);
+  exec.run(inputs, symbols, nullptr, {}, tuner.observer());
+  return tuner.tune(symbols, options);
+}
+
+}  // namespace ember::codegen

@@ -1,0 +1,51 @@
+// How one step of a plan runs where it has a choice that does not change what it computes: the
+// threads it may use, and the library a GEMM goes to. max-autotune measures the choices and keeps
+// the fastest (codegen/autotune.h); every other mode runs the defaults.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace ember {
+
+// A choice a step leaves open, for max-autotune's search: its name and options, option 0 the
+// default (a generated kernel's vector lanes, a GEMM's library, the threads).
+struct Knob {
+  std::string name;
+  std::vector<int64_t> options;
+};
+
+// Where a float32 GEMM goes. Auto: ember's rule (runtime/kernels/common.cpp, gemm_impl).
+enum class GemmRoute : uint8_t { Auto, OneDnn, Blas };
+
+struct StepSettings {
+  int threads = 0;  // at most this many threads, the caller included (0: as many as the call has)
+  GemmRoute gemm = GemmRoute::Auto;
+
+  bool is_default() const { return threads == 0 && gemm == GemmRoute::Auto; }
+  std::string str() const;  // "threads=1 gemm=blas", or "default"
+  // Parses str()'s text; throws ember::Error on anything else.
+  static StepSettings parse(std::string_view text);
+  bool operator==(const StepSettings&) const = default;
+};
+
+// While alive, the steps this thread runs follow `settings` (the thread limit through
+// runtime/thread_pool.h's set_thread_limit).
+class ScopedStepSettings {
+ public:
+  explicit ScopedStepSettings(const StepSettings& settings);
+  ~ScopedStepSettings();
+  ScopedStepSettings(const ScopedStepSettings&) = delete;
+  ScopedStepSettings& operator=(const ScopedStepSettings&) = delete;
+
+ private:
+  StepSettings previous_;
+  int previous_limit_;
+};
+
+// The GEMM route of the step this thread is running.
+GemmRoute current_gemm_route();
+
+}  // namespace ember

@@ -1,0 +1,280 @@
+// max-autotune ([Note: max-autotune] in codegen/autotune.cpp): the search strategies, the tuning
+// database's integrity, the rejection of a candidate that computes another value, the budget,
+// a warm start that times nothing, and what the report says each mode did.
+#include <ember/ember.h>
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <set>
+
+#include "codegen/autotune.h"
+#include "codegen/search.h"
+#include "ir/builder.h"
+#include "ir/sha256.h"
+#include "modes/mode.h"
+#include "runtime/tuning_db.h"
+#include "tests/catch.h"
+#include "tests/unit/helpers.h"
+
+using namespace ember;
+using namespace ember::codegen;
+
+namespace {
+
+Space space_of(std::vector<int> sizes) {
+  Space s;
+  for (size_t k = 0; k < sizes.size(); ++k) {
+    Knob knob{"k" + std::to_string(k), {}};
+    for (int i = 0; i < sizes[k]; ++i) knob.options.push_back(i);
+    s.push_back(knob);
+  }
+  return s;
+}
+
+// Every point a strategy proposes, telling it `time(p)`.
+std::vector<Point> walk(Search& search, const std::function<double(const Point&)>& time, size_t limit = 10000) {
+  std::vector<Point> points;
+  while (points.size() < limit) {
+    std::optional<Point> p = search.next();
+    if (!p) break;
+    points.push_back(*p);
+    search.tell(*p, time(*p));
+  }
+  return points;
+}
+
+// A test-local cache directory, so that each test starts with an empty tuning database.
+struct FreshCache {
+  std::string dir = std::filesystem::temp_directory_path() / ("ember-autotune-" + std::to_string(getpid()) + "-" +
+                                                              std::to_string(counter()++));
+  test::ScopedEnv env{"EMBER_CACHE_DIR", dir.c_str()};
+  ~FreshCache() { std::filesystem::remove_all(dir); }
+  static int& counter() {
+    static int n = 0;
+    return n;
+  }
+};
+
+// y = x * 2 + 1 as one kernel step that, with its knob "variant" at 1, adds 1.5 instead: a
+// candidate that computes another value, which the tuner must reject.
+class WrongWhenTuned : public KernelStep {
+ public:
+  explicit WrongWhenTuned(bool wrong = false) : wrong_(wrong) {}
+  void run(std::span<const Array> in, std::span<const Array> out) const override {
+    Array x = in[0].contiguous();
+    for (int64_t i = 0; i < x.numel(); ++i) out[0].data_as<float>()[i] = x.data_as<float>()[i] * 2 + (wrong_ ? 1.5f : 1);
+  }
+  std::string name() const override { return wrong_ ? "wrong" : "right"; }
+  std::vector<Knob> knobs() const override { return {{"variant", {0, 1}}}; }
+  std::shared_ptr<const KernelStep> with(const std::string& choice) const override {
+    return std::make_shared<WrongWhenTuned>(choice == "variant=1");
+  }
+
+ private:
+  bool wrong_;
+};
+
+}  // namespace
+
+TEST_CASE("search: exhaustive proposes every point but the default, once", "[autotune][search]") {
+  Space space = space_of({3, 2, 4});
+  auto search = make_search("exhaustive", space, 1000, 1);
+  std::vector<Point> points = walk(*search, [](const Point&) { return 1.0; });
+  CHECK(points.size() == 23);
+  std::set<Point> unique(points.begin(), points.end());
+  CHECK(unique.size() == 23);
+  CHECK(!unique.count(Point{0, 0, 0}));
+}
+
+TEST_CASE("search: random and bayes never repeat a point, are deterministic, and end", "[autotune][search]") {
+  Space space = space_of({4, 3, 3, 2});
+  for (const char* strategy : {"random", "bayes"}) {
+    INFO(strategy);
+    auto time = [](const Point& p) { return 1.0 + p[0] + p[1] * p[2]; };
+    std::vector<Point> a = walk(*make_search(strategy, space, 10, 7), time);
+    std::vector<Point> b = walk(*make_search(strategy, space, 10, 7), time);
+    CHECK(a == b);
+    CHECK(a.size() == 71);  // every point but the default, then nothing
+    CHECK(std::set<Point>(a.begin(), a.end()).size() == a.size());
+  }
+  CHECK_THROWS_AS(make_search("annealing", space, 10, 1), Error);
+}
+
+TEST_CASE("search: bayes finds the fastest point sooner than chance", "[autotune][search]") {
+  // Six knobs of five options: 15,625 points, one fastest, each knob nearer its best option
+  // faster. Over 20 seeds, the estimator needs far fewer evaluations than random search.
+  Space space = space_of({5, 5, 5, 5, 5, 5});
+  Point best{3, 1, 4, 1, 2, 3};
+  auto time = [&](const Point& p) {
+    double t = 1;
+    for (size_t k = 0; k < p.size(); ++k) t += std::abs(p[k] - best[k]);
+    return t;
+  };
+  auto evaluations_to_best = [&](const char* strategy, uint64_t seed) {
+    auto search = make_search(strategy, space, 100, seed);
+    for (int n = 1; n <= 3000; ++n) {
+      std::optional<Point> p = search->next();
+      if (!p) return n;
+      if (*p == best) return n;
+      search->tell(*p, time(*p));
+    }
+    return 3000;
+  };
+  double bayes = 0, random = 0;
+  for (uint64_t seed = 1; seed <= 20; ++seed) {
+    bayes += evaluations_to_best("bayes", seed);
+    random += evaluations_to_best("random", seed);
+  }
+  INFO("mean evaluations: bayes " << bayes / 20 << ", random " << random / 20);
+  CHECK(bayes * 4 < random);
+}
+
+TEST_CASE("search: auto is exhaustive when the budget covers the space, else bayes", "[autotune][search]") {
+  Space space = space_of({3, 3});
+  auto count = [&](int evaluations) { return walk(*make_search("auto", space, evaluations, 3), [](const Point& p) { return 1.0 + p[0]; }).size(); };
+  CHECK(count(8) == 8);
+  std::vector<Point> ordered = walk(*make_search("auto", space, 8, 3), [](const Point&) { return 1.0; });
+  CHECK(ordered.front() == Point{1, 0});  // exhaustive's order
+}
+
+TEST_CASE("tuning database: entries read back, and anything else is a miss", "[autotune][cache]") {
+  FreshCache cache;
+  CHECK(!tuning_db::load("step a"));
+  tuning_db::store("step a", "lanes=32");
+  tuning_db::store("step b", "default");
+  CHECK(tuning_db::load("step a") == std::optional<std::string>("lanes=32"));
+  CHECK(tuning_db::load("step b") == std::optional<std::string>("default"));
+  std::vector<tuning_db::Entry> all = tuning_db::list();
+  REQUIRE(all.size() == 2);
+  CHECK(all[0].signature.find("\nmachine ") != std::string::npos);
+
+  std::string dir = cache.dir + "/tuning/";
+  std::string key_a = sha256_hex("step a\nmachine " + tuning_db::machine());
+  std::string key_b = sha256_hex("step b\nmachine " + tuning_db::machine());
+  REQUIRE(std::filesystem::exists(dir + key_a));
+  SECTION("bit-flipped") {
+    std::fstream f(dir + key_a, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(-3, std::ios::end);
+    f.put('#');
+    f.close();
+    CHECK(!tuning_db::load("step a"));
+  }
+  SECTION("truncated") {
+    std::filesystem::resize_file(dir + key_a, std::filesystem::file_size(dir + key_a) / 2);
+    CHECK(!tuning_db::load("step a"));
+  }
+  SECTION("another step's entry under this key") {
+    std::filesystem::copy_file(dir + key_b, dir + key_a, std::filesystem::copy_options::overwrite_existing);
+    CHECK(!tuning_db::load("step a"));
+  }
+  SECTION("another machine's entry") {
+    // Stored for another machine: the same step here is a miss.
+    CHECK(!tuning_db::load("step a\nmachine elsewhere"));
+  }
+  SECTION("cleared") {
+    CHECK(tuning_db::clear() == 2);
+    CHECK(tuning_db::list().empty());
+    CHECK(!tuning_db::load("step b"));
+  }
+}
+
+TEST_CASE("tuning database: 8 processes writing at once leave whole entries", "[autotune][cache]") {
+  FreshCache cache;
+  std::vector<pid_t> children;
+  for (int p = 0; p < 8; ++p) {
+    pid_t pid = fork();
+    if (pid == 0) {
+      for (int i = 0; i < 40; ++i) tuning_db::store("shared step " + std::to_string(i % 5), "lanes=" + std::to_string(16 * (1 + i % 5)));
+      _exit(0);
+    }
+    children.push_back(pid);
+  }
+  for (pid_t pid : children) {
+    int status = 0;
+    waitpid(pid, &status, 0);
+    CHECK(WIFEXITED(status));
+  }
+  for (int i = 0; i < 5; ++i)
+    CHECK(tuning_db::load("shared step " + std::to_string(i)) == std::optional<std::string>("lanes=" + std::to_string(16 * (1 + i))));
+}
+
+TEST_CASE("max-autotune rejects a candidate that computes another value", "[autotune]") {
+  FreshCache cache;
+  auto g = std::make_unique<Graph>();
+  Node* x = g->add_input({DType::Float32, {Dim(64)}});
+  Builder b(*g);
+  Value y = b.add(b.mul(Value(x), b.scalar(2.0, DType::Float32)), b.scalar(1.0, DType::Float32));
+  g->add_output(y);
+  FusedStep step;
+  for (const Node* n : g->nodes())
+    if (n->op != Op::Input) step.nodes.push_back(n);
+  step.inputs = {Value(x)};
+  step.outputs = {y};
+  step.kernel = std::make_shared<WrongWhenTuned>();
+  Executable exec(std::move(g), {step});
+  Tensor in = uniform({64}, 3);
+  std::vector<Array> inputs{in.array()};
+  AutotuneResult r = autotune(exec, inputs, {}, AutotuneOptions{.budget_s = 5, .search = "exhaustive"});
+  REQUIRE(r.steps.size() == 1);
+  CHECK(r.steps[0].rejected >= 1);  // variant=1, with each thread count
+  CHECK(r.steps[0].winner.find("variant") == std::string::npos);
+  CHECK(exec.step_kernel(exec.steps() - 1)->name() == "right");
+  std::vector<Array> out = exec.run(inputs, {});
+  CHECK(test::same_bits(Tensor(out[0]), in * 2.0 + 1.0));
+}
+
+TEST_CASE("max-autotune: the budget bounds the search, and a warm start times nothing", "[autotune]") {
+  FreshCache cache;
+  Tensor w = uniform({64, 48}, 1), x = uniform({32, 48}, 2);
+  auto fn = [&](const Tensor& t) { return softmax(linear(t, w), -1) * 3.0; };
+  Tensor want = fn(x);
+  {
+    // No budget: each step's default is timed and nothing else.
+    auto f = compile(fn, Options{.mode = "max-autotune", .autotune_budget_s = 0.0});
+    test::check_close(f(x), want, 1e-4, 1e-5);
+    const GraphInfo g = f.report().graphs.at(0);
+    CHECK(g.autotuned);
+    REQUIRE(!g.tuning.empty());
+    CHECK(g.autotune_timed == static_cast<int>(g.tuning.size()));
+    for (const TuningRecord& t : g.tuning) CHECK(t.winner == "default");
+    tuning_db::clear();
+  }
+  auto f = compile(fn, Options{.mode = "max-autotune", .autotune_budget_s = 2.0, .autotune_search = "exhaustive"});
+  test::check_close(f(x), want, 1e-4, 1e-5);
+  const GraphInfo cold = f.report().graphs.at(0);
+  CHECK(cold.autotune_timed > static_cast<int>(cold.tuning.size()));
+  for (const TuningRecord& t : cold.tuning) CHECK(!t.from_database);
+  // A second compile (a second process would do the same) finds every choice in the database.
+  auto again = compile(fn, Options{.mode = "max-autotune"});
+  test::check_close(again(x), want, 1e-4, 1e-5);
+  const GraphInfo warm = again.report().graphs.at(0);
+  CHECK(warm.autotune_timed == 0);
+  REQUIRE(warm.tuning.size() == cold.tuning.size());
+  for (size_t i = 0; i < warm.tuning.size(); ++i) {
+    CHECK(warm.tuning[i].from_database);
+    CHECK(warm.tuning[i].winner == cold.tuning[i].winner);
+  }
+}
+
+TEST_CASE("modes: the report says what each mode did", "[autotune][modes]") {
+  FreshCache cache;
+  auto fn = [](const Tensor& t) { return sum(exp(t) * 2.0, {-1}); };
+  Tensor x = uniform({16, 100}, 5);
+  std::map<std::string, std::string> said;
+  for (const std::string& mode : mode_names()) {
+    auto f = compile(fn, Options{.mode = mode, .autotune_budget_s = 0.2});
+    f(x);
+    said[mode] = f.report().text();
+  }
+  CHECK(said["default"].find("mode default: buffers per call\n") != std::string::npos);
+  CHECK(said["reduce-overhead"].find("mode reduce-overhead: static plan\n") != std::string::npos);
+  CHECK(said["max-autotune"].find("mode max-autotune: static plan; tuned ") != std::string::npos);
+  CHECK(compile(fn).report().graphs.empty());
+  CHECK_THROWS_WITH(compile(fn, Options{.mode = "fast"}), Catch::Contains("valid: default, reduce-overhead, max-autotune"));
+  CHECK_THROWS_WITH(compile(fn, Options{.mode = "max-autotune", .autotune_search = "annealing"}),
+                    Catch::Contains("unknown autotune_search"));
+  CHECK_THROWS_AS(compile(fn, Options{.autotune_budget_s = -1.0}), Error);
+}
