@@ -9,6 +9,7 @@
 #include "ir/error.h"
 #include "ir/symbolic.h"
 #include "modes/mode.h"
+#include "runtime/tuning_db.h"
 #include "torch_calls.h"
 
 namespace py = pybind11;
@@ -76,6 +77,15 @@ PYBIND11_MODULE(_C, m) {
   ep::register_torch_calls(m);
   ep::register_tensors(m);
   m.def("mode_names", &ember::mode_names);
+  m.def(
+      "tuning_entries",
+      [] {
+        pybind11::list out;
+        for (const auto& e : ember::tuning_db::list()) out.append(pybind11::make_tuple(e.key, e.signature, e.choice));
+        return out;
+      },
+      "max-autotune's tuning database: (key, signature, choice) per entry.");
+  m.def("tuning_clear", &ember::tuning_db::clear, "Removes every entry of the tuning database; returns how many.");
   m.def(
       "canonical_dim",
       [](const std::string& text) -> pybind11::object {
