@@ -13,26 +13,26 @@ namespace ember {
 
 namespace {
 
-int parse_int(const std::string& key, const std::string& v) {
+// A number of type T from the whole of `v` (std::stoi or std::stod), or a Value error naming the option.
+template <class T>
+T parse_number(const std::string& key, const std::string& v, T (*convert)(const std::string&, size_t*),
+               const char* what) {
   try {
     size_t used = 0;
-    int out = std::stoi(v, &used);
+    T out = convert(v, &used);
     if (used != v.size()) throw std::invalid_argument(v);
     return out;
   } catch (const std::exception&) {
-    EMBER_THROW(Value, "[compile] option '", key, "' must be an integer, got '", v, "'");
+    EMBER_THROW(Value, "[compile] option '", key, "' must be ", what, ", got '", v, "'");
   }
 }
 
+int parse_int(const std::string& key, const std::string& v) {
+  return parse_number<int>(key, v, [](const std::string& s, size_t* used) { return std::stoi(s, used); }, "an integer");
+}
+
 double parse_double(const std::string& key, const std::string& v) {
-  try {
-    size_t used = 0;
-    double out = std::stod(v, &used);
-    if (used != v.size()) throw std::invalid_argument(v);
-    return out;
-  } catch (const std::exception&) {
-    EMBER_THROW(Value, "[compile] option '", key, "' must be a number, got '", v, "'");
-  }
+  return parse_number<double>(key, v, [](const std::string& s, size_t* used) { return std::stod(s, used); }, "a number");
 }
 
 bool parse_bool(const std::string& key, const std::string& v) {

@@ -29,25 +29,38 @@ std::string StepSettings::str() const {
   return s.empty() ? "default" : s;
 }
 
-StepSettings StepSettings::parse(std::string_view text) {
-  StepSettings s;
-  if (text == "default") return s;
+std::vector<std::pair<std::string, std::string>> choice_fields(std::string_view text, std::string_view what) {
+  std::vector<std::pair<std::string, std::string>> fields;
+  if (text == "default") return fields;
   std::istringstream in{std::string(text)};
   for (std::string field; in >> field;) {
     size_t eq = field.find('=');
-    std::string name = field.substr(0, eq), value = eq == std::string::npos ? "" : field.substr(eq + 1);
-    if (name == "threads") {
-      try {
-        s.threads = std::stoi(value);
-      } catch (const std::exception&) {
-        s.threads = 0;
-      }
-      if (s.threads <= 0) EMBER_THROW(Value, "[step settings] threads must be a positive integer, got '", value, "'");
-    } else if (name == "gemm" && (value == "auto" || value == "onednn" || value == "blas")) {
+    if (eq == std::string::npos) EMBER_THROW(Value, "[", what, "] '", field, "' is not name=value");
+    fields.emplace_back(field.substr(0, eq), field.substr(eq + 1));
+  }
+  return fields;
+}
+
+int64_t positive_field(const std::string& name, const std::string& value, std::string_view what) {
+  int64_t n = 0;
+  try {
+    size_t used = 0;
+    n = std::stoll(value, &used);
+    if (used != value.size()) n = 0;
+  } catch (const std::exception&) {
+    n = 0;
+  }
+  if (n <= 0) EMBER_THROW(Value, "[", what, "] ", name, " must be a positive integer, got '", value, "'");
+  return n;
+}
+
+StepSettings StepSettings::parse(std::string_view text) {
+  StepSettings s;
+  for (const auto& [name, value] : choice_fields(text, "step settings")) {
+    if (name == "threads") s.threads = static_cast<int>(positive_field(name, value, "step settings"));
+    else if (name == "gemm" && (value == "auto" || value == "onednn" || value == "blas"))
       s.gemm = value == "onednn" ? GemmRoute::OneDnn : value == "blas" ? GemmRoute::Blas : GemmRoute::Auto;
-    } else {
-      EMBER_THROW(Value, "[step settings] unknown setting '", field, "'");
-    }
+    else EMBER_THROW(Value, "[step settings] unknown setting '", name, "=", value, "'");
   }
   return s;
 }

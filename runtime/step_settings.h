@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace ember {
@@ -30,6 +31,12 @@ struct StepSettings {
   static StepSettings parse(std::string_view text);
   bool operator==(const StepSettings&) const = default;
 };
+
+// The fields of a choice's text, "name=value name=value" ("default": none), for the parsers of
+// StepSettings and of a kernel's choices; an ember::Error naming `what` for a field without "=".
+std::vector<std::pair<std::string, std::string>> choice_fields(std::string_view text, std::string_view what);
+// A field's value as a positive integer; an ember::Error naming `what` otherwise.
+int64_t positive_field(const std::string& name, const std::string& value, std::string_view what);
 
 // While alive, the steps this thread runs follow `settings` (the thread limit through
 // runtime/thread_pool.h's set_thread_limit).

@@ -1,8 +1,7 @@
 #include "codegen/cpu/kernel_config.h"
 
-#include <sstream>
-
 #include "ir/error.h"
+#include "runtime/step_settings.h"
 
 namespace ember::codegen::cpu {
 
@@ -25,23 +24,12 @@ std::string KernelConfig::str() const {
 
 KernelConfig KernelConfig::parse(std::string_view text) {
   KernelConfig c;
-  if (text == "default") return c;
-  std::istringstream in{std::string(text)};
-  for (std::string field; in >> field;) {
-    size_t eq = field.find('=');
-    if (eq == std::string::npos) EMBER_THROW(Value, "[kernel config] '", field, "' is not name=value");
-    std::string name = field.substr(0, eq);
-    int64_t value = 0;
-    try {
-      value = std::stoll(field.substr(eq + 1));
-    } catch (const std::exception&) {
-      EMBER_THROW(Value, "[kernel config] '", field, "' has no integer value");
-    }
-    if (value <= 0) EMBER_THROW(Value, "[kernel config] '", field, "' must be positive");
-    if (name == "lanes") c.lanes = static_cast<int>(value);
-    else if (name == "fold_block") c.fold_block = static_cast<int>(value);
-    else if (name == "column_vectors") c.column_vectors = static_cast<int>(value);
-    else if (name == "grain") c.grain = value;
+  for (const auto& [name, value] : choice_fields(text, "kernel config")) {
+    int64_t v = positive_field(name, value, "kernel config");
+    if (name == "lanes") c.lanes = static_cast<int>(v);
+    else if (name == "fold_block") c.fold_block = static_cast<int>(v);
+    else if (name == "column_vectors") c.column_vectors = static_cast<int>(v);
+    else if (name == "grain") c.grain = v;
     else EMBER_THROW(Value, "[kernel config] unknown field '", name, "'");
   }
   return c;
