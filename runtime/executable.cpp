@@ -255,6 +255,9 @@ void Executable::run_step(int i, std::span<const Array> inputs, std::span<const 
 
 void Executable::set_step(int i, std::shared_ptr<const KernelStep> kernel, StepSettings settings) {
   EMBER_CHECK(!kernel || steps_[i].kernel, "step ", i, " is an interpreter step: it takes no kernel");
+  // The buffer plan let the old kernel's outputs overwrite its inputs only if it said so.
+  EMBER_CHECK(!kernel || !kernel->may_overwrite_inputs() || steps_[i].kernel->may_overwrite_inputs(),
+              "step ", i, "'s new kernel would overwrite inputs the plan keeps");
   if (kernel) steps_[i].kernel = std::move(kernel);
   steps_[i].settings = settings;
 }
