@@ -2,8 +2,9 @@
 
 Each placeholder becomes a graph input (a SymInt placeholder binds a symbol instead), each ATen
 node an ember op through its lowering (_lower*.py), or a torch call when there is none or it
-declines the case. Every lowered node is checked against the dtype and shape PyTorch's meta
-says it has; a mismatch also makes it a torch call. get_attr tensors are inputs bound once.
+declines the case (Unsupported). Every lowered node is checked against the dtype and shape
+PyTorch's meta says it has; a mismatch, or any other exception of a lowering, is a bug: the node
+becomes a torch call with a warning (strict raises). get_attr tensors are inputs bound once.
 """
 import bisect
 import math
@@ -41,6 +42,11 @@ to_dlpack = getattr(torch._C, "_to_dlpack", None) or (lambda t: t.detach().__dlp
 from_dlpack = getattr(torch._C, "_from_dlpack", None) or torch.from_dlpack
 
 
+class LoweringFailed(RuntimeError):
+    """A lowering raised something other than Unsupported, or built a result of another dtype
+    or shape than PyTorch's: a bug in ember, raised under the `strict` option."""
+
+
 class Context:
     """What a lowering works with: the graph, sizes as dims, and the node being lowered."""
 
@@ -58,13 +64,20 @@ class Context:
         return {i for i in range(total) if i not in used}
 
     def op(self, name, inputs, attrs=None):
-        outs = self.graph.op(name, list(inputs), attrs or {})
+        outs = self.op_multi(name, inputs, attrs)
         if len(outs) != 1:
             raise Unsupported(f"{name} has {len(outs)} outputs")
         return outs[0]
 
     def op_multi(self, name, inputs, attrs=None):
-        return list(self.graph.op(name, list(inputs), attrs or {}))
+        try:
+            return list(self.graph.op(name, list(inputs), attrs or {}))
+        except ValueError as e:
+            # ember's dims cannot express a size (one not a polynomial of the symbols, a
+            # divisibility or a bound it cannot prove): a limit of ember's, the lowering declines.
+            if str(e).startswith("[symbolic]"):
+                raise Unsupported(str(e)) from e
+            raise
 
     def shape(self, sizes):
         """ember dims: ints and ember dim texts (an ember Value's shape) as they are, PyTorch's
@@ -173,6 +186,7 @@ class CompiledFx:
 
     def __init__(self, gm, mode, strict, fixed_sizes=None, visible_outputs=None):
         start = time.perf_counter()
+        self.strict = strict
         # An instance attribute: the wrappers Dynamo puts around a backward compiler copy the
         # instance's __dict__ (functools.wraps), not its class's attributes.
         self._boxed_call = True
@@ -184,6 +198,7 @@ class CompiledFx:
         self.torch_calls = []     # ids of this graph's torch calls
         self.torch_call_ops = {}  # ATen op -> count
         self.lowered_ops = {}
+        self.failed_lowerings = {}  # ATen op -> the reasons its lowering failed (bugs), one per node
         self.torch_call_views = set()  # FX nodes of view ops that run as torch calls (copies)
         self.outputs = None       # per FX output: ("ember", k) / ("size", expr) / ("value", v)
         self.returned_inputs = []  # (k, i): ember output k is the call's tensor argument i itself
@@ -313,27 +328,53 @@ class CompiledFx:
             raise Unsupported(f"{name} reads or makes a result its meta does not size as the op does")
         lower = LOWERINGS.get(name)
         if lower is not None:
-            try:
-                cx.target_name, cx.node = name, node
-                out = lower(cx, *self._arg(node.args), **{k: self._arg(v) for k, v in node.kwargs.items()})
-                if self._matches(out, val):
-                    self.lowered_ops[name] = self.lowered_ops.get(name, 0) + 1
-                    return out
-            except Exception:  # noqa: BLE001 (a lowering that declines or fails: the torch call is right)
-                pass
+            out = self._lower(lower, name, node, cx, val)
+            if out is not None:
+                self.lowered_ops[name] = self.lowered_ops.get(name, 0) + 1
+                return out
         return self._torch_call(node, target, val)
 
-    def _matches(self, out, val):
+    def _lower(self, lower, name, node, cx, val):
+        """The lowering's ember values for `node`, or None for a torch call. A lowering declines
+        a case it does not cover by raising Unsupported. Anything else it raises, or a result
+        of another dtype or shape than PyTorch's meta, is a bug in the lowering: under `strict`
+        it is raised; otherwise the node runs as a torch call (still right), with a warning
+        naming the op, and the report counts it."""
+        cx.target_name, cx.node = name, node
+        try:
+            out = lower(cx, *self._arg(node.args), **{k: self._arg(v) for k, v in node.kwargs.items()})
+        except Unsupported:
+            return None
+        except Exception as e:  # noqa: BLE001 (any other exception is a bug, reported below)
+            return self._failed_lowering(name, f"{type(e).__name__}: {e}", e)
+        mismatch = self._mismatch(out, val)
+        if mismatch:
+            return self._failed_lowering(name, mismatch, None)
+        return out
+
+    def _failed_lowering(self, name, reason, error):
+        if self.strict:
+            raise LoweringFailed(f"[{name}] the lowering failed: {reason}") from error
+        warnings.warn(f"ember: the lowering of {name} failed ({reason}); it runs as a torch call", RuntimeWarning,
+                      stacklevel=2)
+        self.failed_lowerings.setdefault(name, []).append(reason)
+        return None
+
+    def _mismatch(self, out, val):
+        """How the lowering's result differs from PyTorch's meta, or "" when it does not."""
         outs = out if isinstance(out, list) else [out]
         metas = _meta_types(val)
         if len(outs) != len(metas):
-            return False
-        for o, m in zip(outs, metas):
+            return f"{len(outs)} results, PyTorch's meta has {len(metas)}"
+        for k, (o, m) in enumerate(zip(outs, metas)):
             if m is None:
                 continue
-            if o.dtype != ember_dtype(m[0]) or o.shape != self.symbols.shape(m[1]):
-                return False
-        return True
+            dtype, shape = ember_dtype(m[0]), self.symbols.shape(m[1])
+            if not isinstance(o, _C.Value):
+                return f"result {k} is a {type(o).__name__}, PyTorch's meta says {dtype}{list(shape)}"
+            if o.dtype != dtype or o.shape != shape:
+                return f"result {k} is {o.dtype}{list(o.shape)}, PyTorch's meta says {dtype}{list(shape)}"
+        return ""
 
     def _torch_call(self, node, target, val):
         tensors, layouts = [], []
@@ -511,6 +552,7 @@ class SizeSpecialized:
         first = self._plan(tuple(hint for _, _, hint in self.sources))
         # What the report reads, from the first plan.
         self.lowered_ops, self.torch_call_ops = first.lowered_ops, first.torch_call_ops
+        self.failed_lowerings = first.failed_lowerings
         self.compiled, self.translate_ms = first.compiled, first.translate_ms
 
     def _plan(self, key):
