@@ -215,6 +215,9 @@ class CompiledFx:
         weakref.finalize(self, _torch_calls.release, list(self.torch_calls))
         self.translate_ms = (time.perf_counter() - start) * 1e3
         self.view_roots = _view_roots(gm)  # per ember output
+        # Kept to run on PyTorch if a torch call's result turns out to have another size than
+        # its meta (_fall_back_to_pytorch); None until then.
+        self.gm, self.on_pytorch = gm, None
         # Where each output lives in eager: a view of an input, or of memory of its own (its
         # root), with eager's layout as functions of the sizes. The call puts outputs that ember
         # lays out otherwise back in eager's layout (see _as_eager).
@@ -410,26 +413,33 @@ class CompiledFx:
         args = template(node.args)
         kwargs = {k: template(v) for k, v in node.kwargs.items()}
         metas = _meta_types(val)
-        out_types = [(ember_dtype(m[0]), self.symbols.shape(m[1])) for m in metas if m is not None]
-        effect_only = not out_types and not target._schema.returns
-        if effect_only:
-            # Run for its effect alone (a runtime assert, such as one_hot's check of its
-            # indices): an impure call, so the plan keeps it, with an empty placeholder output.
-            out_types = [("bool", [0])]
-        elif not out_types:
+        # Only the results something reads become outputs of the call: an unread one may have
+        # another size in the real kernel than in its meta (_embedding_bag_forward_only's
+        # offset2bag is empty in bfloat16 where the meta sizes it by the indices), and nothing
+        # needs its memory.
+        read = _read_results(node, len(metas))
+        declared = [m is not None and i in read for i, m in enumerate(metas)]
+        out_types = [(ember_dtype(m[0]), self.symbols.shape(m[1])) for m, d in zip(metas, declared) if d]
+        for_effect = not target._schema.returns
+        if not for_effect and not any(m is not None for m in metas):
             raise Unsupported(f"{target} returns no tensor")
-        pure = not effect_only and torch.Tag.nondeterministic_seeded not in target.tags
+        effect_only = not out_types
+        if effect_only:
+            # Nothing to hand back: an op run for its effect alone (a runtime assert, such as
+            # one_hot's check of its indices: impure, so the plan keeps it), or one whose results
+            # nothing reads. Its one output is an empty placeholder.
+            out_types = [("bool", [0])]
+        pure = not for_effect and torch.Tag.nondeterministic_seeded not in target.tags
         if target.is_view:
             self.torch_call_views.add(node)
-        call = _torch_calls.Call(target, args, kwargs, self.symbols, layouts, effect_only,
-                                 declared=[m is not None for m in metas])
+        call = _torch_calls.Call(target, args, kwargs, self.symbols, layouts, effect_only, declared=declared)
         cid = _torch_calls.register(call)
         self.torch_calls.append(cid)
         outs = iter(self.graph.torch_call(cid, pure, tensors, out_types))
         self.torch_call_ops[str(target)] = self.torch_call_ops.get(str(target), 0) + 1
         if effect_only:
-            return None
-        values = [next(outs) if m is not None else None for m in metas]
+            return [None] * len(metas) if isinstance(val, (list, tuple)) else None
+        values = [next(outs) if d else None for d in declared]
         return values if isinstance(val, (list, tuple)) else values[0]
 
     def _layout_of(self, node):
@@ -488,6 +498,31 @@ class CompiledFx:
         return self.view_roots[k] == self.view_roots[-2 - share]
 
     def __call__(self, args):
+        if self.on_pytorch is not None:
+            return self.on_pytorch(args)
+        try:
+            return self._run(args)
+        except _torch_calls.ResultMismatch as e:
+            return self._fall_back_to_pytorch(args, e)
+        except (ValueError, TypeError) as e:
+            # An input of another shape than traced: a value from an earlier graph whose meta
+            # was wrong (a forward graph that fell back hands its backward eager's offset2bag).
+            if not str(e).startswith("[run] input "):
+                raise
+            return self._fall_back_to_pytorch(args, e)
+
+    def _fall_back_to_pytorch(self, args, error):
+        """Runs this call, and every later one, on PyTorch: what ember's plan was built on (the
+        sizes PyTorch's meta gave) is not what the real kernels give. Eager has no such
+        expectation, so the user's program must not fail here; strict asks for the error."""
+        if self.strict:
+            raise error
+        warnings.warn(f"ember: a compiled graph runs on PyTorch from now on: {error}", RuntimeWarning, stacklevel=2)
+        from .dynamo import eager_fallback
+        self.on_pytorch = eager_fallback(self.gm)
+        return self.on_pytorch(args)
+
+    def _run(self, args):
         values = self.symbols.values(args) if self.symbols.sources else []
         inputs = [to_dlpack(_values_in_memory(args[src]) if kind == _ARG else src if kind == _CONST else src(args, values))
                   for kind, src in self.input_sources]
@@ -798,6 +833,14 @@ def _view_roots(gm):
             results = node.args[0] if isinstance(node.args[0], (list, tuple)) else [node.args[0]]
             return [root.get(r) for r in results if isinstance(r, torch.fx.Node) and _is_tensor_node(r)]
     return []
+
+
+def _read_results(node, count):
+    """The indices of a node's results that the graph reads: all of them for a node that is its
+    own value (one result, or a user that is not a getitem), else those its getitems take."""
+    if any(u.target is not operator.getitem for u in node.users):
+        return set(range(count))
+    return {u.args[1] for u in node.users}
 
 
 def _is_tensor_node(node):
