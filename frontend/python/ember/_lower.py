@@ -2,9 +2,13 @@
 
 A lowering gets the translation context `cx` and the node's arguments, with FX nodes replaced by
 what they stand for: an ember Value for a tensor, a sympy expression for a SymInt. It returns an
-ember Value, or a list of them for an op with several outputs. It raises Unsupported (or ember's
-ValueError/TypeError) for a case it does not cover; the node then runs on PyTorch as a torch call
-inside the compiled graph (see _translate.py), so a missing case costs speed, never correctness.
+ember Value, or a list of them for an op with several outputs. It declines a case it does not
+cover by raising Unsupported (static_int and static_float decline symbolic arguments; ember's
+own "[symbolic]" refusals of a size become Unsupported in Context.op); the node then runs on
+PyTorch as a torch call inside the compiled graph (see _translate.py), so a missing case costs
+speed, never correctness. Anything else a lowering raises, or a result of another dtype or shape
+than PyTorch's meta, is a bug: a RuntimeWarning naming the op (an error under `strict`), and the
+report counts it.
 """
 import math
 
@@ -31,6 +35,35 @@ def ember_dtype(dtype):
 
 def torch_dtype_of(dtype):
     return _TORCH_DTYPES[dtype]
+
+
+def static_int(v, what):
+    """An integer argument that ember takes as an attribute (a pad, a stride, a split size, a
+    repeat count). Under dynamic=True it may be a size, a sympy expression of the graph's
+    symbols, which an attribute cannot hold: the lowering declines."""
+    if isinstance(v, sympy.Expr):
+        if not v.is_Integer:
+            raise Unsupported(f"{what} that is a symbolic size ({v})")
+        return int(v)
+    if isinstance(v, FloatSize):
+        raise Unsupported(f"{what} that is a symbolic value")
+    return int(v)
+
+
+def static_ints(values, what):
+    return [static_int(v, what) for v in values]
+
+
+def static_float(v, what):
+    """A float argument that ember takes as an attribute (eps, a norm's order, a slope): a
+    symbolic one (a SymFloat under dynamic=True) is declined."""
+    if isinstance(v, sympy.Expr):
+        if not v.is_number:
+            raise Unsupported(f"{what} that is a symbolic value ({v})")
+        return float(v)
+    if isinstance(v, FloatSize):
+        raise Unsupported(f"{what} that is a symbolic value")
+    return float(v)
 
 
 def lowering(*names):
@@ -60,7 +93,7 @@ def _scalar_dtype(value, other):
     if isinstance(value, int):
         lo, hi = _INT_RANGES.get(other.dtype, (1, 0)) if zero_dim else (1, 0)
         return other.dtype if lo <= value <= hi else "i64"  # out of range: eager's call raises
-    if zero_dim and other.dtype in ("f32", "f64"):
+    if zero_dim and other.dtype in ("f16", "bf16", "f32", "f64"):
         return other.dtype
     return "f64" if other is not None and other.dtype in ("f16", "bf16", "f32", "f64") else "f32"
 
@@ -126,15 +159,22 @@ def _in_opmath(cx, name, args, alpha=1):
     if name not in _OPMATH_OPS:
         return None
     tensors = [a for a in args if _is_value(a) and len(a.shape) > 0]
-    if not tensors or not (alpha != 1 or any(_scalar_like(a) for a in args)):
+    if not tensors:  # a 0-d tensor with a number: the tensor is the operand the kernel iterates over
+        tensors = [a for a in args if _is_value(a)]
+        if len(tensors) != 1:
+            return None
+    if not (alpha != 1 or any(_scalar_like(a) for a in args)):
         return None
     low = tensors[0].dtype
     if low not in _LOW_PRECISION or any(t.dtype != low for t in tensors):
         return None
     wide = []
+    # A number's constant as it would be beside a tensor with dims: not rounded to a 0-d
+    # tensor's 16-bit dtype (_scalar_dtype does that elsewhere, as PyTorch's other kernels do).
+    beside = tensors[0] if len(tensors[0].shape) > 0 else None
     for position, a in enumerate(args):
         rounded = _scalar_like(a) and (name in ("add", "sub") or position == 0)
-        a = operand(cx, a, tensors[0])
+        a = operand(cx, a, beside)
         if rounded and a.dtype != low:
             a = cx.op("cast", [a], {"dtype": low})
         if a.dtype in _LOW_PRECISION:
@@ -383,14 +423,17 @@ def _unsqueeze(cx, x, dim):
 
 
 @lowering("aten.squeeze.dim", "aten.squeeze.dims", "aten.squeeze.default")
-def _squeeze(cx, x, dims=()):
-    dims = [dims] if isinstance(dims, int) else list(dims)
+def _squeeze(cx, x, dims=None):
     rank = len(x.shape)
     if rank == 0:
         return x
+    # squeeze.default squeezes every dim of size 1; squeeze.dims an empty list of dims, none.
     # PyTorch skips a named dim that is not 1; ember squeezes exactly the dims it is given.
-    keep = [d % rank for d in dims if x.shape[d % rank] == 1] if dims else \
-        [i for i, s in enumerate(x.shape) if s == 1]
+    if dims is None:
+        keep = [i for i, s in enumerate(x.shape) if s == 1]
+    else:
+        dims = [dims] if isinstance(dims, int) else list(dims)
+        keep = sorted({d % rank for d in dims if x.shape[d % rank] == 1})
     return cx.op("squeeze", [x], {"axes": keep}) if keep else x
 
 
@@ -532,7 +575,7 @@ def _cat(cx, tensors, dim=0):
 
 @lowering("aten.constant_pad_nd.default")
 def _pad(cx, x, pad, value=0.0):
-    pads = [int(p) for p in pad]
+    pads = static_ints(pad, "a pad")
     return cx.op("pad", [x], {"pads": pads, "value": _fill_value(value, x.dtype)})
 
 
@@ -644,7 +687,7 @@ def _conv_attrs(x, stride, padding, dilation, groups):
         raise Unsupported(f"a {spatial}-d convolution")
 
     def per_dim(values, one):
-        values = [int(v) for v in values]
+        values = static_ints(values, "a convolution's stride, padding or dilation")
         values = values * spatial if len(values) == 1 else values
         return ([one] if spatial == 1 else []) + values
 
@@ -714,7 +757,7 @@ def _adaptive_avg_pool(cx, x, output_size):
 
 
 def _pair(v):
-    v = [int(e) for e in (v if isinstance(v, (list, tuple)) else [v])]
+    v = static_ints(v if isinstance(v, (list, tuple)) else [v], "a pooling size")
     return v * 2 if len(v) == 1 else v
 
 
@@ -842,7 +885,11 @@ def _batch_norm_training(cx, x, weight, bias, running_mean, running_var, trainin
                       {"momentum": float(momentum), "eps": float(eps)})
     if mixed:
         out = [cx.op("cast", [v], {"dtype": x.dtype}) for v in out[:3]] + list(out[3:])
-    return out
+    # PyTorch's meta declares the updated running statistics float32 where they are 16-bit (its
+    # CPU kernel keeps their dtype); the graph copies them back into the 16-bit buffers, so the
+    # meta's dtype, which the graph was built on, loses nothing.
+    declared = [ember_dtype(v.dtype) for v in cx.node.meta["val"]]
+    return [v if v.dtype == want else cx.op("cast", [v], {"dtype": want}) for v, want in zip(out, declared)]
 
 
 @lowering("aten._native_batch_norm_legit.no_stats")
@@ -930,7 +977,7 @@ def _bitwise_not(cx, x):
 
 @lowering("aten.split_with_sizes.default")
 def _split(cx, x, split_sizes, dim=0):
-    return cx.op_multi("split", [x], {"sizes": [int(s) for s in split_sizes], "axis": dim})
+    return cx.op_multi("split", [x], {"sizes": static_ints(split_sizes, "a split size"), "axis": dim})
 
 
 @lowering("aten.full_like.default")

@@ -7,7 +7,8 @@ Float16 and bfloat16 inputs are computed in float32 and rounded once, as PyTorch
 compute them (their opmath type)."""
 import math
 
-from ._lower import _FLOATS, _LOW_PRECISION, _axes, _elementwise, _is_value, ember_dtype, lowering, operand
+from ._lower import (_FLOATS, _LOW_PRECISION, _axes, _elementwise, _is_value, ember_dtype, lowering, operand,
+                     static_float, static_ints)
 from ._symbols import Unsupported
 
 
@@ -77,7 +78,7 @@ def _slice_scatter(cx, x, src, dim=0, start=None, end=None, step=1):
 def _repeat(cx, x, repeats):
     """x tiled: each dim of x (with leading 1s up to len(repeats)) gets a new dim of its repeat
     count in front, broadcast, and the pairs merged."""
-    repeats = [int(r) for r in repeats]
+    repeats = static_ints(repeats, "a repeat count")
     # Sizes from PyTorch's meta (ints or SymInts, which multiply): ember's dims are texts.
     shape = [1] * (len(repeats) - len(x.shape)) + list(cx.node.args[0].meta["val"].shape)
     if len(shape) != len(repeats) or any(r < 0 for r in repeats):
@@ -122,7 +123,7 @@ def _vector_norm(cx, x, ord=2, dim=None, keepdim=False, dtype=None):
         x = _narrow_to(cx, x, ember_dtype(dtype))
     x = _wide(cx, x)
     attrs = {"axes": _axes(dim, len(x.shape)), "keepdim": keepdim}
-    ord = float(ord)
+    ord = static_float(ord, "a norm's order")
     if ord == 2:
         out = cx.op("sqrt", [cx.op("sum", [cx.op("mul", [x, x])], attrs)])
     elif ord == 1:

@@ -1,6 +1,6 @@
 """Lowerings of indexing: reading (embedding, index_select, gather, advanced indexing) and
 writing (index_put, index_add, scatter) along one axis at a time, with PyTorch's range rules."""
-from ._lower import _fill_value, _is_value, lowering
+from ._lower import _LOW_PRECISION, _fill_value, _is_value, lowering
 from ._symbols import Unsupported
 
 
@@ -106,4 +106,10 @@ def _scatter(cx, x, dim, index, src):
         src = cx.full(index.shape, _fill_value(src, x.dtype), x.dtype)
     _writes_into(x, src)
     add = cx.target_name == "aten.scatter_add.default"
+    if add and x.dtype in _LOW_PRECISION:
+        # PyTorch's CPU scatter_add sums each target in float32 and rounds once (cummin's
+        # gradient in bfloat16 was a unit in the last place off, rounded at each addition).
+        wide = [cx.op("cast", [v], {"dtype": "f32"}) for v in (x, src)]
+        out = cx.op("scatter", [wide[0], index, wide[1]], {"axis": dim, "accumulate": True, "wrap": False})
+        return cx.op("cast", [out], {"dtype": x.dtype})
     return cx.op("scatter", [x, index, src], {"axis": dim, "accumulate": add, "wrap": False})
