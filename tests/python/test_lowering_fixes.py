@@ -103,3 +103,22 @@ def test_a_size_as_a_value_in_a_graph_compiled_per_size():
     for got, want in zip(grads, torch.autograd.grad(expected.sum(), [x, weight])):
         assert_same(got, want)
     assert report_of(compiled).failed_lowering_count() == 0
+
+
+@pytest.mark.parametrize("fn", [
+    lambda a, b: a @ b,
+    lambda a, b: torch.addmm(b, a, b),
+    lambda a, b: torch.nn.functional.conv2d(a[None, None], b[None, None]),
+    lambda a, b: torch.nn.functional.avg_pool2d(a[None], 2),
+    lambda a, b: torch.div(a, b + 5, rounding_mode="trunc"),
+    lambda a, b: torch.nn.functional.hardtanh(a),
+], ids=["matmul", "addmm", "conv2d", "avg_pool2d", "div_trunc", "hardtanh"])
+def test_integer_inputs_decline_float_only_lowerings(fn):
+    # ember's matmul, convolution and pooling take floats, its trunc division truncates a
+    # float quotient, and hardtanh's float bounds made a float result: eager's integer results
+    # come from the torch call, without a failed lowering.
+    a = torch.randint(-5, 5, (4, 4))
+    b = torch.randint(1, 5, (4, 4))
+    out, report = _lowered_without_warning(fn, a, b)
+    assert_same(out, fn(a, b))
+    assert report.graphs[0].torch_calls

@@ -314,7 +314,7 @@ def _div_mode(cx, a, b, rounding_mode=None):
         # Floats: eager's trunc(a / b) in the dtype. Not integers (ember has no truncating
         # integer division) nor 16-bit floats (eager truncates before rounding to them).
         q = _div_mode(cx, a, b)
-        if q.dtype not in ("f32", "f64"):
+        if ember_dtype(cx.node.meta["val"].dtype) not in ("f32", "f64"):
             raise Unsupported(f"div with rounding_mode='trunc' in {q.dtype}")
         return cx.op("trunc", [q])
     if rounding_mode not in (None, "floor"):
@@ -666,8 +666,17 @@ def _softmax(cx, x, dim, half_to_float=False):
 
 # Contractions
 
+def _floats_only(what, *values):
+    """ember's contractions, convolutions and pooling take floats; PyTorch's take integers too
+    (the torch call)."""
+    for v in values:
+        if v is not None and v.dtype not in _FLOATS:
+            raise Unsupported(f"{what} of {v.dtype}")
+
+
 @lowering("aten.mm.default", "aten.bmm.default", "aten.matmul.default")
 def _mm(cx, a, b):
+    _floats_only("matmul", a, b)
     return cx.op("matmul", [a, b])
 
 
@@ -675,6 +684,7 @@ def _mm(cx, a, b):
 def _addmm(cx, bias, a, b, beta=1, alpha=1):
     if not (bias.dtype == a.dtype == b.dtype):  # eager raises ("must have the same dtype"): so does the torch call
         raise Unsupported("addmm of mixed dtypes")
+    _floats_only("addmm", a)
     out = _scaled(cx, cx.op("matmul", [a, b]), alpha)
     return cx.op("add", [_scaled(cx, bias, beta), out]) if beta != 0 else out
 
@@ -708,6 +718,7 @@ def _from_2d(cx, t, spatial):
 def _convolution(cx, x, w, bias, stride, padding, dilation, transposed, output_padding, groups):
     if transposed:
         raise Unsupported("a transposed convolution")
+    _floats_only("a convolution", x, w)
     attrs = _conv_attrs(x, stride, padding, dilation, groups)
     inputs = _as_2d(cx, x, w) + ([bias] if bias is not None else [])
     return _from_2d(cx, cx.op("conv2d", inputs, attrs), len(x.shape) - 2)
@@ -734,6 +745,7 @@ def _avg_pool(cx, x, kernel_size, stride=(), padding=(0, 0), ceil_mode=False, co
               divisor_override=None):
     if divisor_override is not None:
         raise Unsupported("avg_pool2d with divisor_override")
+    _floats_only("avg_pool2d", x)
     return cx.op("avg_pool2d", [x], {"kernel": _pair(kernel_size), "stride": _pair(stride) if stride else [],
                                      "padding": _pair(padding), "ceil_mode": ceil_mode,
                                      "count_include_pad": count_include_pad})
@@ -965,6 +977,8 @@ def _batch_norm_backward(cx, dy, x, weight, running_mean, running_var, save_mean
 
 @lowering("aten.hardtanh.default")
 def _hardtanh(cx, x, min_val=-1.0, max_val=1.0):
+    if x.dtype not in _FLOATS:  # eager clamps integers by integer bounds, in their dtype
+        raise Unsupported(f"hardtanh of {x.dtype}")
     return _clamp(cx, x, min_val, max_val)
 
 
