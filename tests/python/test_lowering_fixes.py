@@ -122,3 +122,19 @@ def test_integer_inputs_decline_float_only_lowerings(fn):
     out, report = _lowered_without_warning(fn, a, b)
     assert_same(out, fn(a, b))
     assert report.graphs[0].torch_calls
+
+
+def test_a_symbolic_correction_declines_var_mean_and_the_torch_call_takes_it():
+    # Under dynamic=True a correction computed from a size is a SymFloat, which reached float()
+    # in the lowering; the torch call that replaces it evaluates it for each call's sizes.
+    def fn(x):
+        var, mean = torch.var_mean(x, dim=1, correction=x.shape[1] / 4)
+        return var + mean
+
+    compiled = ember.compile(fn, dynamic=True, options={"strict": True})
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        for columns in (8, 12):
+            x = torch.randn(3, columns)
+            assert_same(compiled(x), fn(x))
+    assert all(g.torch_calls == {"aten.var_mean.correction": 1} for g in report_of(compiled).graphs)

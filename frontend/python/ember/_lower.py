@@ -181,7 +181,7 @@ def _in_opmath(cx, name, args, alpha=1):
             a = cx.op("cast", [a], {"dtype": "f32"})
         wide.append(a)
     if alpha != 1:  # alpha in the tensor's dtype, as PyTorch converts it, then in float32
-        scale = cx.op("cast", [cx.graph.scalar(float(alpha), low)], {"dtype": "f32"})
+        scale = cx.op("cast", [cx.graph.scalar(static_float(alpha, "alpha"), low)], {"dtype": "f32"})
         wide[1] = cx.op("mul", [wide[1], scale])
     out = cx.op(name, wide)
     return cx.op("cast", [out], {"dtype": low}) if out.dtype == "f32" else out
@@ -634,13 +634,13 @@ def _any_all(cx, x, dim=None, keepdim=False):
 @lowering("aten.var.correction", "aten.std.correction")
 def _var(cx, x, dim=None, correction=None, keepdim=False):
     name = "var" if "var" in cx.target_name else "std"
-    corr = 1.0 if correction is None else float(correction)
+    corr = 1.0 if correction is None else static_float(correction, "a correction")
     return cx.op(name, [x], {"axes": _axes(dim, len(x.shape)), "keepdim": keepdim, "correction": corr})
 
 
 @lowering("aten.var_mean.correction")
 def _var_mean(cx, x, dim=None, correction=None, keepdim=False):
-    corr = 1.0 if correction is None else float(correction)
+    corr = 1.0 if correction is None else static_float(correction, "a correction")
     return cx.op_multi("var_mean", [x], {"axes": _axes(dim, len(x.shape)), "keepdim": keepdim, "correction": corr})
 
 
@@ -783,7 +783,7 @@ def _native_layer_norm(cx, x, normalized_shape, weight, bias, eps):
     xc = cx.op("cast", [x], {"dtype": "f32"}) if mixed else x
     weight = weight if weight is not None else cx.full(shape, 1.0, xc.dtype)
     bias = bias if bias is not None else cx.full(shape, 0.0, xc.dtype)
-    out = cx.op_multi("native_layer_norm", [xc, weight, bias], {"ndim": ndim, "eps": float(eps)})
+    out = cx.op_multi("native_layer_norm", [xc, weight, bias], {"ndim": ndim, "eps": static_float(eps, "eps")})
     # The mean and rstd in the input's dtype, as PyTorch's meta kernel declares them.
     return [cx.op("cast", [v], {"dtype": x.dtype}) for v in out] if mixed else out
 
@@ -843,7 +843,7 @@ def _batch_norm_inference(cx, x, weight, bias, running_mean, running_var, moment
     xc = cx.op("cast", [x], {"dtype": "f32"}) if mixed else x
     weight = weight if weight is not None else cx.full(channels, 1.0, xc.dtype)
     bias = bias if bias is not None else cx.full(channels, 0.0, xc.dtype)
-    out = cx.op("batch_norm", [xc, running_mean, running_var, weight, bias], {"eps": float(eps)})
+    out = cx.op("batch_norm", [xc, running_mean, running_var, weight, bias], {"eps": static_float(eps, "eps")})
     if mixed:
         out = cx.op("cast", [out], {"dtype": x.dtype})
     # The saved mean and rstd of inference batch norm are empty tensors.
@@ -894,7 +894,7 @@ def _batch_norm_training(cx, x, weight, bias, running_mean, running_var, trainin
     weight = weight if weight is not None else cx.full(channels, 1.0, xc.dtype)
     bias = bias if bias is not None else cx.full(channels, 0.0, xc.dtype)
     out = cx.op_multi("native_batch_norm", [xc, weight, bias, running_mean, running_var],
-                      {"momentum": float(momentum), "eps": float(eps)})
+                      {"momentum": static_float(momentum, "momentum"), "eps": static_float(eps, "eps")})
     if mixed:
         out = [cx.op("cast", [v], {"dtype": x.dtype}) for v in out[:3]] + list(out[3:])
     # PyTorch's meta declares the updated running statistics float32 where they are 16-bit (its
@@ -947,12 +947,12 @@ def _batch_norm_backward(cx, dy, x, weight, running_mean, running_var, save_mean
         mean = averaged(x64)
         deviation = cx.op("sub", [x64, per_channel(mean)])
         var = averaged(cx.op("mul", [deviation, deviation]))
-        invstd = cx.op("rsqrt", [cx.op("add", [var, cx.graph.scalar(float(eps), "f64")])])
+        invstd = cx.op("rsqrt", [cx.op("add", [var, cx.graph.scalar(static_float(eps, "eps"), "f64")])])
     elif train:
         mean, invstd = wide(save_mean), wide(save_invstd)
     else:
         mean = wide(running_mean)
-        invstd = cx.op("rsqrt", [cx.op("add", [wide(running_var), cx.graph.scalar(float(eps), "f64")])])
+        invstd = cx.op("rsqrt", [cx.op("add", [wide(running_var), cx.graph.scalar(static_float(eps, "eps"), "f64")])])
     dy64 = wide(dy)
     centered = cx.op("sub", [wide(x), per_channel(mean)])
     sum_dy = summed(dy64)
@@ -1006,11 +1006,11 @@ def _flash_attention(cx, q, k, v, dropout_p=0.0, is_causal=False, attn_mask=None
     only for the backward kernel, which needs PyTorch's: a use of it keeps the node a torch call."""
     if dropout_p != 0.0 or 1 not in cx.unused_outputs():
         raise Unsupported("attention with dropout or whose logsumexp is used")
-    if scale is not None and float(scale) == 0.0:
+    if scale is not None and static_float(scale, "an attention scale") == 0.0:
         raise Unsupported("attention with scale 0 (ember's 0 means the default scale)")
     inputs = [q, k, v] + ([attn_mask] if attn_mask is not None else [])
     out = cx.op("scaled_dot_product_attention", inputs, {"causal": bool(is_causal),
-                                                         "scale": float(scale) if scale is not None else 0.0})
+                                                         "scale": static_float(scale, "an attention scale") if scale is not None else 0.0})
     if attn_mask is not None:
         # PyTorch's fused kernel gives 0 for a query that may attend to nothing (a padded row);
         # the softmax over nothing but -inf is NaN.

@@ -147,7 +147,7 @@ def _leaky_relu(cx, x, negative_slope=0.01):
     if x.dtype not in _FLOATS:
         raise Unsupported("leaky_relu of integers")
     w = _wide(cx, x)
-    out = cx.op("where", [_elementwise("gt")(cx, w, 0.0), w, _elementwise("mul")(cx, w, float(negative_slope))])
+    out = cx.op("where", [_elementwise("gt")(cx, w, 0.0), w, _elementwise("mul")(cx, w, static_float(negative_slope, "a slope"))])
     return _narrow_to(cx, out, x.dtype)
 
 
@@ -157,9 +157,9 @@ def _elu(cx, x, alpha=1.0, scale=1.0, input_scale=1.0):
     if x.dtype not in _FLOATS:
         raise Unsupported("elu of integers")
     w = _wide(cx, x)
-    positive = _elementwise("mul")(cx, w, float(scale))
-    negative = _elementwise("mul")(cx, cx.op("expm1", [_elementwise("mul")(cx, w, float(input_scale))]),
-                                   float(alpha) * float(scale))
+    positive = _elementwise("mul")(cx, w, static_float(scale, "a scale"))
+    negative = _elementwise("mul")(cx, cx.op("expm1", [_elementwise("mul")(cx, w, static_float(input_scale, "a scale"))]),
+                                   static_float(alpha, "alpha") * static_float(scale, "a scale"))
     out = cx.op("where", [_elementwise("gt")(cx, w, 0.0), positive, negative])
     return _narrow_to(cx, out, x.dtype)
 
@@ -174,7 +174,7 @@ def _group_norm(cx, x, weight, bias, n, c, hw, groups, eps):
     w = _wide(cx, x)
     rows = cx.op("reshape", [w], {"shape": cx.shape([n, groups, -1])})
     var, mean = cx.op_multi("var_mean", [rows], {"axes": [2], "keepdim": True, "correction": 0.0})
-    rstd = cx.op("rsqrt", [_elementwise("add")(cx, var, float(eps))])
+    rstd = cx.op("rsqrt", [_elementwise("add")(cx, var, static_float(eps, "eps"))])
     normed = cx.op("mul", [cx.op("sub", [rows, mean]), rstd])
     out = cx.op("reshape", [normed], {"shape": cx.shape(x.shape)})
     per_channel = cx.shape([c] + [1] * (len(x.shape) - 2))

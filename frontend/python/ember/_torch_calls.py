@@ -50,6 +50,9 @@ class Call:
             # A dtype other than the meta's is converted (mixed-precision norms return float32
             # statistics where the meta says float16). A shape other than the meta's cannot be
             # held in the buffer the plan sized from it: the graph then runs on PyTorch.
+            if not isinstance(src, torch.Tensor):
+                raise ResultMismatch(f"[torch] {self.target} returned a {type(src).__name__}, "
+                                     f"the graph expects {out.dtype}{list(out.shape)}")
             if out.shape != src.shape:
                 raise ResultMismatch(f"[torch] {self.target} returned {src.dtype}{list(src.shape)}, "
                                      f"the graph expects {out.dtype}{list(out.shape)}")
@@ -91,11 +94,20 @@ class SizeArg:
         self.expr = expr
 
 
+class FloatArg:
+    """A float of sizes: a function of the call's symbol values."""
+
+    def __init__(self, value_of):
+        self.value_of = value_of
+
+
 def _fill(template, tensors, symbols, values):
     if isinstance(template, TensorArg):
         return tensors[template.index]
     if isinstance(template, SizeArg):
         return symbols.evaluate(template.expr, values)
+    if isinstance(template, FloatArg):
+        return float(template.value_of(values))
     if isinstance(template, (list, tuple)):
         return type(template)(_fill(t, tensors, symbols, values) for t in template)
     if isinstance(template, dict):

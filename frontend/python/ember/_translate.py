@@ -392,7 +392,10 @@ class CompiledFx:
                 if v is None:
                     return None
                 if isinstance(v, FloatSize):
-                    raise Unsupported("a torch call with a SymFloat argument")
+                    if v.arg is not None:  # a graph input's float, which the call cannot reach
+                        raise Unsupported("a torch call with a SymFloat argument of the graph's")
+                    # A float of sizes (a correction of x.shape[1] / 4): evaluated for each call.
+                    return _torch_calls.FloatArg(self.symbols.value_function(v.expr))
                 tensors.append(v)
                 layouts.append(self._layout_of(a))
                 return _torch_calls.TensorArg(len(tensors) - 1)
