@@ -138,3 +138,22 @@ def test_a_symbolic_correction_declines_var_mean_and_the_torch_call_takes_it():
             x = torch.randn(3, columns)
             assert_same(compiled(x), fn(x))
     assert all(g.torch_calls == {"aten.var_mean.correction": 1} for g in report_of(compiled).graphs)
+
+
+@pytest.mark.parametrize("symbolic_length", [False, True], ids=["static", "symbolic_length"])
+def test_grouped_query_attention_is_lowered(symbolic_length):
+    # Keys and values with fewer heads than the queries (Llama's) reached ember's attention,
+    # which refused to broadcast 4 heads against 2. (Symbolic head counts decline.)
+    torch.manual_seed(0)
+    q = torch.randn(2, 4, 6, 8)
+    k, v = torch.randn(2, 2, 6, 8), torch.randn(2, 2, 6, 8)
+    if symbolic_length:
+        for t in (q, k, v):
+            torch._dynamo.mark_dynamic(t, 2)
+
+    def fn(q, k, v):
+        return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
+
+    out, report = _lowered_without_warning(fn, q, k, v, dynamic=None)
+    assert_same(out, fn(q, k, v), rtol=1e-5, atol=1e-5)
+    assert report.graphs[0].lowered.get("aten._scaled_dot_product_flash_attention_for_cpu.default") == 1

@@ -1000,6 +1000,22 @@ def _full_like(cx, x, fill_value, dtype=None, layout=None, device=None, pin_memo
     return cx.full(x.shape, _fill_value(fill_value, dtype), dtype)
 
 
+def _grouped_heads(cx, q, kv):
+    """Keys or values with fewer heads than the queries (grouped-query attention: Llama's, and
+    enable_gqa=True), each head repeated for its group of query heads, as PyTorch's kernel reads
+    them: query head h attends with key head h // group."""
+    heads, kv_heads = q.shape[-3], kv.shape[-3]
+    if heads == kv_heads:
+        return kv
+    if not (isinstance(heads, int) and isinstance(kv_heads, int)) or heads % kv_heads:
+        raise Unsupported("grouped-query attention over symbolic or uneven head counts")
+    shape = list(kv.shape)
+    axis = len(shape) - 2
+    grouped = shape[:axis] + [heads // kv_heads] + shape[axis:]
+    repeated = cx.op("expand", [cx.op("unsqueeze", [kv], {"axis": axis})], {"shape": cx.shape(grouped)})
+    return cx.op("reshape", [repeated], {"shape": cx.shape(shape[:-3] + [heads] + shape[-2:])})
+
+
 @lowering("aten._scaled_dot_product_flash_attention_for_cpu.default")
 def _flash_attention(cx, q, k, v, dropout_p=0.0, is_causal=False, attn_mask=None, scale=None):
     """Inference attention: ember's own (matmuls and a softmax per row). The logsumexp output is
@@ -1008,9 +1024,10 @@ def _flash_attention(cx, q, k, v, dropout_p=0.0, is_causal=False, attn_mask=None
         raise Unsupported("attention with dropout or whose logsumexp is used")
     if scale is not None and static_float(scale, "an attention scale") == 0.0:
         raise Unsupported("attention with scale 0 (ember's 0 means the default scale)")
+    scale = 0.0 if scale is None else static_float(scale, "an attention scale")  # ember's 0: the default
+    k, v = _grouped_heads(cx, q, k), _grouped_heads(cx, q, v)
     inputs = [q, k, v] + ([attn_mask] if attn_mask is not None else [])
-    out = cx.op("scaled_dot_product_attention", inputs, {"causal": bool(is_causal),
-                                                         "scale": static_float(scale, "an attention scale") if scale is not None else 0.0})
+    out = cx.op("scaled_dot_product_attention", inputs, {"causal": bool(is_causal), "scale": scale})
     if attn_mask is not None:
         # PyTorch's fused kernel gives 0 for a query that may attend to nothing (a padded row);
         # the softmax over nothing but -inf is NaN.
