@@ -17,7 +17,7 @@ import weakref
 import sympy
 import torch
 
-from . import _C, _lower_composite, _lower_index, _torch_calls  # noqa: F401 (the _lower_* modules register lowerings)
+from . import _C, _lower_composite, _lower_index, _lower_nn, _torch_calls  # noqa: F401 (the _lower_* modules register lowerings)
 from ._lower import LOWERINGS, dense_order, ember_dtype, sized, torch_dtype_of
 from ._symbols import FloatSize, NonPolynomialSize, Symbols, Unsupported, input_size_symbols
 
