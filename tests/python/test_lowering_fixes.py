@@ -157,3 +157,23 @@ def test_grouped_query_attention_is_lowered(symbolic_length):
     out, report = _lowered_without_warning(fn, q, k, v, dynamic=None)
     assert_same(out, fn(q, k, v), rtol=1e-5, atol=1e-5)
     assert report.graphs[0].lowered.get("aten._scaled_dot_product_flash_attention_for_cpu.default") == 1
+
+
+def test_a_depthwise_convolution_with_symbolic_groups_declines():
+    # Under dynamic=True, groups = channels is a size: it reached ember's int attribute, and the
+    # gradient's `groups > 1` could not be decided.
+    x = torch.randn(2, 3, 6, 6, requires_grad=True)
+    w = torch.randn(3, 1, 3, 3, requires_grad=True)
+
+    def fn(x, w):
+        return torch.nn.functional.conv2d(x, w, groups=x.shape[1])
+
+    compiled = ember.compile(fn, dynamic=True, options={"strict": True})
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        out = compiled(x, w)
+        grads = torch.autograd.grad(out.sum(), [x, w])
+    expected = fn(x, w)
+    assert_same(out, expected, rtol=1e-5, atol=1e-5)
+    for got, want in zip(grads, torch.autograd.grad(expected.sum(), [x, w])):
+        assert_same(got, want, rtol=1e-5, atol=1e-5)

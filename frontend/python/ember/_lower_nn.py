@@ -1,7 +1,7 @@
 """Lowerings of the layers of neural networks: contractions, convolutions and their gradients,
 pooling, normalisation (layer and batch norm, forward and backward) and attention. The
 conventions are _lower.py's: a lowering declines with Unsupported."""
-from ._lower import _FLOATS, _scaled, ember_dtype, lowering, static_float, static_ints
+from ._lower import _FLOATS, _scaled, ember_dtype, lowering, static_float, static_int, static_ints
 from ._symbols import Unsupported
 
 
@@ -43,7 +43,7 @@ def _conv_attrs(x, stride, padding, dilation, groups):
         return ([one] if spatial == 1 else []) + values
 
     return {"stride": per_dim(stride, 1), "padding": per_dim(padding, 0), "dilation": per_dim(dilation, 1),
-            "groups": groups}
+            "groups": static_int(groups, "a convolution's groups")}
 
 
 def _as_2d(cx, *tensors):
@@ -69,6 +69,7 @@ def _convolution(cx, x, w, bias, stride, padding, dilation, transposed, output_p
 def _convolution_backward(cx, grad, x, w, bias_sizes, stride, padding, dilation, transposed, output_padding,
                           groups, output_mask):
     # Other grouped ones stay PyTorch's: ember's gradients run a GEMM per group.
+    groups = static_int(groups, "a convolution's groups")
     depthwise = groups > 1 and w.shape[1] == 1
     if transposed or not (groups == 1 or depthwise):
         raise Unsupported("only the gradients of a convolution, ungrouped or depthwise, not transposed")
