@@ -7,7 +7,7 @@ that the expected-failure table of test_opinfo.py does not list, or one it lists
 Ops run in worker processes, a few dozen at a time (memory stays bounded, and a crash or a hang
 of one sample costs that sample, which is recorded, not the run).
 
-    python tests/python/opinfo_full.py [--samples 4] [--ops REGEX] [--dtypes float32,bfloat16]
+    python tests/python/opinfo_full.py [--samples 3] [--ops REGEX] [--dtypes float32,bfloat16] [--report-only]
 """
 import argparse
 import json
@@ -86,7 +86,7 @@ def _selected_ops(pattern):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--samples", type=int, default=int(os.environ.get("EMBER_OPINFO_SAMPLES", 4)))
+    parser.add_argument("--samples", type=int, default=int(os.environ.get("EMBER_OPINFO_SAMPLES", 3)))
     parser.add_argument("--ops", default="", help="a regular expression on op names (default: all)")
     parser.add_argument("--dtypes", default="float32,float64,bfloat16,int64")
     parser.add_argument("--modes", default="static,dynamic")
