@@ -177,3 +177,17 @@ def test_a_depthwise_convolution_with_symbolic_groups_declines():
     assert_same(out, expected, rtol=1e-5, atol=1e-5)
     for got, want in zip(grads, torch.autograd.grad(expected.sum(), [x, w])):
         assert_same(got, want, rtol=1e-5, atol=1e-5)
+
+
+def test_index_add_in_bfloat16_sums_each_target_in_float32():
+    # index_select's gradient in bfloat16: eager's index_add rounds each target once, ember's
+    # index_put rounded at each addition (index_put's own accumulation does, in eager too).
+    torch.manual_seed(0)
+    src = torch.randn(50, 3, dtype=torch.bfloat16)
+    index = torch.randint(0, 2, (50,))
+    x = torch.zeros(2, 3, dtype=torch.bfloat16)
+    out, report = _lowered_without_warning(lambda x, s: x.index_add(0, index, s), x, src)
+    assert_same(out, x.index_add(0, index, src), rtol=0, atol=0)
+    assert report.graphs[0].lowered.get("aten.index_add.default") == 1
+    put, _ = _lowered_without_warning(lambda x, s: x.index_put((index,), s, accumulate=True), x, src)
+    assert_same(put, x.index_put((index,), src, accumulate=True), rtol=0, atol=0)

@@ -97,6 +97,12 @@ def _index_add(cx, x, dim, index, source, alpha=1):
     if not x.shape:
         raise Unsupported("index_add into a 0-d tensor")
     index = cx.op("reshape", [index], {"shape": [-1]}) if len(index.shape) != 1 else index
+    if x.dtype in _LOW_PRECISION:
+        # PyTorch's CPU index_add sums each target in float32 and rounds once, as scatter_add
+        # does (index_put's accumulation rounds at each step, and ember's index_put does too).
+        wide = [cx.op("cast", [v], {"dtype": "f32"}) for v in (x, source)]
+        out = cx.op("index_put", [wide[0], index, wide[1]], {"axis": dim, "accumulate": True, "wrap": False})
+        return cx.op("cast", [out], {"dtype": x.dtype})
     return cx.op("index_put", [x, index, source], {"axis": dim, "accumulate": True, "wrap": False})
 
 
