@@ -72,3 +72,12 @@ def test_the_runner_calls_a_wrong_lowering_a_failure(monkeypatch):
     (outcome,) = runner.run_op(sin, "float32", "static", limit=1)
     assert outcome.status == "failed"
     assert outcome.detail.startswith("inference: max abs difference")
+
+
+def test_a_view_takes_the_sizes_as_the_meta_spells_them():
+    # tensorinv's second sample under dynamic=True views by s2*s3 where PyTorch's meta, knowing
+    # that equals s0*s1, says s0*s1: the lowering's result was refused, a failed lowering.
+    tensorinv = next(o for o in runner.load_op_db() if runner.op_name(o) == "linalg.tensorinv")
+    outcomes = runner.run_op(tensorinv, "float32", "dynamic", limit=2)
+    assert [o.sample for o in outcomes] == [0, 1]
+    assert [(o.status, o.lowering_failures) for o in outcomes] == [("matched", [])] * 2

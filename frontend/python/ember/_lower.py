@@ -394,7 +394,12 @@ def _alias(cx, x):
 
 @lowering("aten.view.default", "aten._unsafe_view.default", "aten.reshape.default")
 def _view(cx, x, shape):
-    return cx.op("reshape", [x], {"shape": cx.shape(shape)})
+    # The meta's sizes: equal in value to the arguments (-1 resolved), and spelled as the rest
+    # of the graph spells them (tensorinv views by s2*s3 where the meta, which knows that equals
+    # s0*s1, says s0*s1, and the lowering's result was refused).
+    meta = cx.node.meta.get("val")
+    sizes = meta.shape if isinstance(meta, torch.Tensor) else shape
+    return cx.op("reshape", [x], {"shape": cx.shape(sizes)})
 
 
 @lowering("aten.permute.default")
