@@ -144,11 +144,13 @@ class SampleProgram:
 
 
 def _fresh(t, upcast, requires_grad):
-    """A copy of t with its strides (ops may depend on them), float64 if upcast."""
+    """A copy of t, float64 if upcast. Otherwise a copy of its whole storage seen as t sees it:
+    its strides and storage offset, and the memory around it (as_strided's partial views read
+    beyond the sample's own elements)."""
     if upcast and t.is_floating_point():
-        t = t.double()
-    if t.layout == torch.strided and torch._prims_common.is_non_overlapping_and_dense_or_false(t):
-        copy = torch.empty_strided(t.shape, t.stride(), dtype=t.dtype).copy_(t)
+        copy = t.double()
+    elif t.layout == torch.strided:
+        copy = torch.empty(0, dtype=t.dtype).set_(t.untyped_storage().clone(), t.storage_offset(), t.shape, t.stride())
     else:
         copy = t.clone()
     return copy.requires_grad_(requires_grad)
