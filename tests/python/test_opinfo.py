@@ -6,6 +6,8 @@ the op has autograd). The whole database runs under `make opinfo` (opinfo_full.p
 benchmarks/results/opinfo.md. Both read the expected-failure table below: a sample that fails
 without an entry fails the run, and so does an entry whose sample passes.
 """
+import sys
+
 import pytest
 
 import opinfo_runner as runner
@@ -81,3 +83,20 @@ def test_a_view_takes_the_sizes_as_the_meta_spells_them():
     outcomes = runner.run_op(tensorinv, "float32", "dynamic", limit=2)
     assert [o.sample for o in outcomes] == [0, 1]
     assert [(o.status, o.lowering_failures) for o in outcomes] == [("matched", [])] * 2
+
+
+def test_the_table_fails_a_run_on_an_unlisted_failure_and_on_a_listed_pass(monkeypatch):
+    import opinfo_report
+    monkeypatch.setattr(sys.modules[__name__], "EXPECTED_FAILURES",
+                        [("sin", "bfloat16", "*", (2,), "a reason"), ("cos", "*", "dynamic", "*", "another")])
+
+    def outcome(op, dtype, mode, sample, status):
+        return {"op": op, "dtype": dtype, "mode": mode, "sample": sample, "status": status}
+
+    assert expected_reason("sin", "bfloat16", "static", 2) == "a reason"
+    assert expected_reason("sin", "bfloat16", "static", 0) is None
+    assert expected_reason("cos", "int64", "dynamic", 7) == "another"
+    assert opinfo_report.Verdict([outcome("sin", "bfloat16", "dynamic", 2, "failed")]).ok
+    assert not opinfo_report.Verdict([outcome("sin", "bfloat16", "dynamic", 0, "failed")]).ok
+    listed_pass = opinfo_report.Verdict([outcome("cos", "float32", "dynamic", 1, "matched")])
+    assert not listed_pass.ok and len(listed_pass.passing_entries) == 1
