@@ -4,7 +4,7 @@ BUILD_TYPE ?= RelWithDebInfo
 JOBS ?= $(shell nproc)
 PYTHON := $(CURDIR)/.venv/bin/python
 
-.PHONY: all setup configure build test pytest demo bench bench-kernels bench-models tsan ubsan clean
+.PHONY: all setup configure build test pytest opinfo demo bench bench-kernels bench-models tsan ubsan clean
 
 all: build
 
@@ -24,6 +24,12 @@ test: build
 # The Python tests alone.
 pytest: build
 	EMBER_CACHE_DIR=$(CURDIR)/$(BUILD)/test-cache $(PYTHON) -m pytest -q tests/python
+
+# PyTorch's whole OpInfo database through ember (about an hour; the short form is in pytest):
+# writes benchmarks/results/opinfo.md. EMBER_OPINFO_SAMPLES: samples per op, dtype and mode.
+opinfo: build
+	@$(PYTHON) -c "import expecttest" 2>/dev/null || $(PYTHON) -m pip install -q expecttest
+	EMBER_CACHE_DIR=$(CURDIR)/$(BUILD)/test-cache nice -n 10 $(PYTHON) tests/python/opinfo_full.py
 
 demo: build
 	./$(BUILD)/benchmarks/ember_demo

@@ -2,9 +2,13 @@
 
 A lowering gets the translation context `cx` and the node's arguments, with FX nodes replaced by
 what they stand for: an ember Value for a tensor, a sympy expression for a SymInt. It returns an
-ember Value, or a list of them for an op with several outputs. It raises Unsupported (or ember's
-ValueError/TypeError) for a case it does not cover; the node then runs on PyTorch as a torch call
-inside the compiled graph (see _translate.py), so a missing case costs speed, never correctness.
+ember Value, or a list of them for an op with several outputs. It declines a case it does not
+cover by raising Unsupported (static_int and static_float decline symbolic arguments; ember's
+own "[symbolic]" refusals of a size become Unsupported in Context.op); the node then runs on
+PyTorch as a torch call inside the compiled graph (see _translate.py), so a missing case costs
+speed, never correctness. Anything else a lowering raises, or a result of another dtype or shape
+than PyTorch's meta, is a bug: a RuntimeWarning naming the op (an error under `strict`), and the
+report counts it.
 """
 import math
 
@@ -31,6 +35,35 @@ def ember_dtype(dtype):
 
 def torch_dtype_of(dtype):
     return _TORCH_DTYPES[dtype]
+
+
+def static_int(v, what):
+    """An integer argument that ember takes as an attribute (a pad, a stride, a split size, a
+    repeat count). Under dynamic=True it may be a size, a sympy expression of the graph's
+    symbols, which an attribute cannot hold: the lowering declines."""
+    if isinstance(v, sympy.Expr):
+        if not v.is_Integer:
+            raise Unsupported(f"{what} that is a symbolic size ({v})")
+        return int(v)
+    if isinstance(v, FloatSize):
+        raise Unsupported(f"{what} that is a symbolic value")
+    return int(v)
+
+
+def static_ints(values, what):
+    return [static_int(v, what) for v in values]
+
+
+def static_float(v, what):
+    """A float argument that ember takes as an attribute (eps, a norm's order, a slope): a
+    symbolic one (a SymFloat under dynamic=True) is declined."""
+    if isinstance(v, sympy.Expr):
+        if not v.is_number:
+            raise Unsupported(f"{what} that is a symbolic value ({v})")
+        return float(v)
+    if isinstance(v, FloatSize):
+        raise Unsupported(f"{what} that is a symbolic value")
+    return float(v)
 
 
 def lowering(*names):
@@ -60,7 +93,7 @@ def _scalar_dtype(value, other):
     if isinstance(value, int):
         lo, hi = _INT_RANGES.get(other.dtype, (1, 0)) if zero_dim else (1, 0)
         return other.dtype if lo <= value <= hi else "i64"  # out of range: eager's call raises
-    if zero_dim and other.dtype in ("f32", "f64"):
+    if zero_dim and other.dtype in ("f16", "bf16", "f32", "f64"):
         return other.dtype
     return "f64" if other is not None and other.dtype in ("f16", "bf16", "f32", "f64") else "f32"
 
@@ -126,22 +159,29 @@ def _in_opmath(cx, name, args, alpha=1):
     if name not in _OPMATH_OPS:
         return None
     tensors = [a for a in args if _is_value(a) and len(a.shape) > 0]
-    if not tensors or not (alpha != 1 or any(_scalar_like(a) for a in args)):
+    if not tensors:  # a 0-d tensor with a number: the tensor is the operand the kernel iterates over
+        tensors = [a for a in args if _is_value(a)]
+        if len(tensors) != 1:
+            return None
+    if not (alpha != 1 or any(_scalar_like(a) for a in args)):
         return None
     low = tensors[0].dtype
     if low not in _LOW_PRECISION or any(t.dtype != low for t in tensors):
         return None
     wide = []
+    # A number's constant as it would be beside a tensor with dims: not rounded to a 0-d
+    # tensor's 16-bit dtype (_scalar_dtype does that elsewhere, as PyTorch's other kernels do).
+    beside = tensors[0] if len(tensors[0].shape) > 0 else None
     for position, a in enumerate(args):
         rounded = _scalar_like(a) and (name in ("add", "sub") or position == 0)
-        a = operand(cx, a, tensors[0])
+        a = operand(cx, a, beside)
         if rounded and a.dtype != low:
             a = cx.op("cast", [a], {"dtype": low})
         if a.dtype in _LOW_PRECISION:
             a = cx.op("cast", [a], {"dtype": "f32"})
         wide.append(a)
     if alpha != 1:  # alpha in the tensor's dtype, as PyTorch converts it, then in float32
-        scale = cx.op("cast", [cx.graph.scalar(float(alpha), low)], {"dtype": "f32"})
+        scale = cx.op("cast", [cx.graph.scalar(static_float(alpha, "alpha"), low)], {"dtype": "f32"})
         wide[1] = cx.op("mul", [wide[1], scale])
     out = cx.op(name, wide)
     return cx.op("cast", [out], {"dtype": low}) if out.dtype == "f32" else out
@@ -274,7 +314,7 @@ def _div_mode(cx, a, b, rounding_mode=None):
         # Floats: eager's trunc(a / b) in the dtype. Not integers (ember has no truncating
         # integer division) nor 16-bit floats (eager truncates before rounding to them).
         q = _div_mode(cx, a, b)
-        if q.dtype not in ("f32", "f64"):
+        if ember_dtype(cx.node.meta["val"].dtype) not in ("f32", "f64"):
             raise Unsupported(f"div with rounding_mode='trunc' in {q.dtype}")
         return cx.op("trunc", [q])
     if rounding_mode not in (None, "floor"):
@@ -354,7 +394,12 @@ def _alias(cx, x):
 
 @lowering("aten.view.default", "aten._unsafe_view.default", "aten.reshape.default")
 def _view(cx, x, shape):
-    return cx.op("reshape", [x], {"shape": cx.shape(shape)})
+    # The meta's sizes: equal in value to the arguments (-1 resolved), and spelled as the rest
+    # of the graph spells them (tensorinv views by s2*s3 where the meta, which knows that equals
+    # s0*s1, says s0*s1, and the lowering's result was refused).
+    meta = cx.node.meta.get("val")
+    sizes = meta.shape if isinstance(meta, torch.Tensor) else shape
+    return cx.op("reshape", [x], {"shape": cx.shape(sizes)})
 
 
 @lowering("aten.permute.default")
@@ -383,14 +428,17 @@ def _unsqueeze(cx, x, dim):
 
 
 @lowering("aten.squeeze.dim", "aten.squeeze.dims", "aten.squeeze.default")
-def _squeeze(cx, x, dims=()):
-    dims = [dims] if isinstance(dims, int) else list(dims)
+def _squeeze(cx, x, dims=None):
     rank = len(x.shape)
     if rank == 0:
         return x
+    # squeeze.default squeezes every dim of size 1; squeeze.dims an empty list of dims, none.
     # PyTorch skips a named dim that is not 1; ember squeezes exactly the dims it is given.
-    keep = [d % rank for d in dims if x.shape[d % rank] == 1] if dims else \
-        [i for i, s in enumerate(x.shape) if s == 1]
+    if dims is None:
+        keep = [i for i, s in enumerate(x.shape) if s == 1]
+    else:
+        dims = [dims] if isinstance(dims, int) else list(dims)
+        keep = sorted({d % rank for d in dims if x.shape[d % rank] == 1})
     return cx.op("squeeze", [x], {"axes": keep}) if keep else x
 
 
@@ -532,7 +580,7 @@ def _cat(cx, tensors, dim=0):
 
 @lowering("aten.constant_pad_nd.default")
 def _pad(cx, x, pad, value=0.0):
-    pads = [int(p) for p in pad]
+    pads = static_ints(pad, "a pad")
     return cx.op("pad", [x], {"pads": pads, "value": _fill_value(value, x.dtype)})
 
 
@@ -591,13 +639,13 @@ def _any_all(cx, x, dim=None, keepdim=False):
 @lowering("aten.var.correction", "aten.std.correction")
 def _var(cx, x, dim=None, correction=None, keepdim=False):
     name = "var" if "var" in cx.target_name else "std"
-    corr = 1.0 if correction is None else float(correction)
+    corr = 1.0 if correction is None else static_float(correction, "a correction")
     return cx.op(name, [x], {"axes": _axes(dim, len(x.shape)), "keepdim": keepdim, "correction": corr})
 
 
 @lowering("aten.var_mean.correction")
 def _var_mean(cx, x, dim=None, correction=None, keepdim=False):
-    corr = 1.0 if correction is None else float(correction)
+    corr = 1.0 if correction is None else static_float(correction, "a correction")
     return cx.op_multi("var_mean", [x], {"axes": _axes(dim, len(x.shape)), "keepdim": keepdim, "correction": corr})
 
 
@@ -619,181 +667,6 @@ def _softmax(cx, x, dim, half_to_float=False):
     if half_to_float:
         raise Unsupported("softmax with half_to_float")
     return cx.op("softmax" if "_softmax" == cx.target_name.split(".")[1] else "log_softmax", [x], {"axis": dim})
-
-
-# Contractions
-
-@lowering("aten.mm.default", "aten.bmm.default", "aten.matmul.default")
-def _mm(cx, a, b):
-    return cx.op("matmul", [a, b])
-
-
-@lowering("aten.addmm.default")
-def _addmm(cx, bias, a, b, beta=1, alpha=1):
-    if not (bias.dtype == a.dtype == b.dtype):  # eager raises ("must have the same dtype"): so does the torch call
-        raise Unsupported("addmm of mixed dtypes")
-    out = _scaled(cx, cx.op("matmul", [a, b]), alpha)
-    return cx.op("add", [_scaled(cx, bias, beta), out]) if beta != 0 else out
-
-
-def _conv_attrs(x, stride, padding, dilation, groups):
-    """conv2d's attributes. A 1-d convolution is a 2-d one over a height of 1; one value stands
-    for every spatial dim (padding="valid" arrives as [0])."""
-    spatial = len(x.shape) - 2
-    if spatial not in (1, 2):
-        raise Unsupported(f"a {spatial}-d convolution")
-
-    def per_dim(values, one):
-        values = [int(v) for v in values]
-        values = values * spatial if len(values) == 1 else values
-        return ([one] if spatial == 1 else []) + values
-
-    return {"stride": per_dim(stride, 1), "padding": per_dim(padding, 0), "dilation": per_dim(dilation, 1),
-            "groups": groups}
-
-
-def _as_2d(cx, *tensors):
-    """1-d convolution operands with a height of 1 (2-d ones as they are)."""
-    return [t if t is None or len(t.shape) != 3 else cx.op("unsqueeze", [t], {"axis": 2}) for t in tensors]
-
-
-def _from_2d(cx, t, spatial):
-    return t if t is None or spatial == 2 else cx.op("squeeze", [t], {"axes": [2]})
-
-
-@lowering("aten.convolution.default")
-def _convolution(cx, x, w, bias, stride, padding, dilation, transposed, output_padding, groups):
-    if transposed:
-        raise Unsupported("a transposed convolution")
-    attrs = _conv_attrs(x, stride, padding, dilation, groups)
-    inputs = _as_2d(cx, x, w) + ([bias] if bias is not None else [])
-    return _from_2d(cx, cx.op("conv2d", inputs, attrs), len(x.shape) - 2)
-
-
-@lowering("aten.convolution_backward.default")
-def _convolution_backward(cx, grad, x, w, bias_sizes, stride, padding, dilation, transposed, output_padding,
-                          groups, output_mask):
-    # Other grouped ones stay PyTorch's: ember's gradients run a GEMM per group.
-    depthwise = groups > 1 and w.shape[1] == 1
-    if transposed or not (groups == 1 or depthwise):
-        raise Unsupported("only the gradients of a convolution, ungrouped or depthwise, not transposed")
-    attrs = _conv_attrs(x, stride, padding, dilation, groups)
-    spatial = len(x.shape) - 2
-    grad, x, w = _as_2d(cx, grad, x, w)
-    grad_x = cx.op("conv2d_input_grad", [grad, w, x], attrs) if output_mask[0] else None
-    grad_w = cx.op("conv2d_weight_grad", [grad, x, w], attrs) if output_mask[1] else None
-    grad_b = cx.op("sum", [grad], {"axes": [0, 2, 3], "keepdim": False}) if output_mask[2] else None
-    return [_from_2d(cx, grad_x, spatial), _from_2d(cx, grad_w, spatial), grad_b]
-
-
-@lowering("aten.avg_pool2d.default")
-def _avg_pool(cx, x, kernel_size, stride=(), padding=(0, 0), ceil_mode=False, count_include_pad=True,
-              divisor_override=None):
-    if divisor_override is not None:
-        raise Unsupported("avg_pool2d with divisor_override")
-    return cx.op("avg_pool2d", [x], {"kernel": _pair(kernel_size), "stride": _pair(stride) if stride else [],
-                                     "padding": _pair(padding), "ceil_mode": ceil_mode,
-                                     "count_include_pad": count_include_pad})
-
-
-@lowering("aten.max_pool2d_with_indices.default")
-def _max_pool_with_indices(cx, x, kernel_size, stride=(), padding=0, dilation=1, ceil_mode=False):
-    """Inference max-pool: ember's max_pool2d when nothing reads the indices (only the backward
-    of training needs them; then the node stays a torch call)."""
-    if 1 not in cx.unused_outputs():
-        raise Unsupported("max_pool2d whose indices are used")
-    out = cx.op("max_pool2d", [x], {"kernel": _pair(kernel_size), "stride": _pair(stride) if stride else [],
-                                    "padding": _pair(padding), "dilation": _pair(dilation),
-                                    "ceil_mode": bool(ceil_mode)})
-    return [out, cx.full(out.shape, 0, "i64")]  # the unused indices: dead code once translated
-
-
-@lowering("aten._adaptive_avg_pool2d.default")
-def _adaptive_avg_pool(cx, x, output_size):
-    return cx.op("adaptive_avg_pool2d", [x], {"output_size": _pair(output_size)})
-
-
-def _pair(v):
-    v = [int(e) for e in (v if isinstance(v, (list, tuple)) else [v])]
-    return v * 2 if len(v) == 1 else v
-
-
-# Normalisation
-
-@lowering("aten.native_layer_norm.default")
-def _native_layer_norm(cx, x, normalized_shape, weight, bias, eps):
-    ndim = len(normalized_shape)
-    shape = x.shape[len(x.shape) - ndim:]
-    mixed = _mixed_norm(x, weight) or _mixed_norm(x, bias)
-    xc = cx.op("cast", [x], {"dtype": "f32"}) if mixed else x
-    weight = weight if weight is not None else cx.full(shape, 1.0, xc.dtype)
-    bias = bias if bias is not None else cx.full(shape, 0.0, xc.dtype)
-    out = cx.op_multi("native_layer_norm", [xc, weight, bias], {"ndim": ndim, "eps": float(eps)})
-    # The mean and rstd in the input's dtype, as PyTorch's meta kernel declares them.
-    return [cx.op("cast", [v], {"dtype": x.dtype}) for v in out] if mixed else out
-
-
-@lowering("aten.native_layer_norm_backward.default")
-def _layer_norm_backward(cx, dy, x, normalized_shape, mean, rstd, weight, bias, output_mask):
-    """Layer norm's gradients over the last len(normalized_shape) dims, in float32 (float64 for
-    float64), as eager's kernel computes them. Under autocast the saved mean and rstd are rounded
-    to the input's 16-bit dtype (PyTorch's meta declares them so; its CPU kernel keeps float32),
-    and PyTorch's decomposition of this op then had 10-35x eager's error in the weight's
-    gradient on rows with an offset: the mean is recomputed from x instead."""
-    if dy.dtype != x.dtype or x.dtype not in ("f16", "bf16", "f32", "f64"):
-        raise Unsupported("layer norm gradients of other dtypes")
-    ndim, rank = len(normalized_shape), len(x.shape)
-    inner = list(range(rank - ndim, rank))
-    outer = list(range(rank - ndim))
-    c = "f64" if x.dtype == "f64" else "f32"
-
-    def up(v):
-        return v if v.dtype == c else cx.op("cast", [v], {"dtype": c})
-
-    def averaged(v):  # over the normalised dims, kept
-        return cx.op("mean", [v], {"axes": inner, "keepdim": True})
-
-    xc, dyc = up(x), up(dy)
-    # A rounded mean is what hurts: on rows with an offset, x - mean loses its digits. A rounded
-    # rstd is a relative error of the input's own precision (eps, which the backward is not given,
-    # would be needed to recompute it).
-    mean = averaged(xc) if mean.dtype in ("f16", "bf16") else up(mean)
-    rstd = up(rstd)
-    xhat = cx.op("mul", [cx.op("sub", [xc, mean]), rstd])
-    g = dyc if weight is None else cx.op("mul", [dyc, up(weight)])
-    grad_x = cx.op("mul", [rstd, cx.op("sub", [cx.op("sub", [g, averaged(g)]),
-                                                cx.op("mul", [xhat, averaged(cx.op("mul", [g, xhat]))])])])
-    grad_x = cx.op("cast", [grad_x], {"dtype": x.dtype}) if grad_x.dtype != x.dtype else grad_x
-
-    def batch_sum(v, like):
-        total = cx.op("sum", [v], {"axes": outer, "keepdim": False}) if outer else v
-        return cx.op("cast", [total], {"dtype": like.dtype}) if total.dtype != like.dtype else total
-
-    grad_w = batch_sum(cx.op("mul", [dyc, xhat]), weight) if weight is not None else None
-    grad_b = batch_sum(dyc, bias) if bias is not None else None
-    return [grad_x, grad_w, grad_b]
-
-
-def _mixed_norm(x, param):
-    """A float16/bfloat16 input of a norm with float32 parameters or statistics (autocast's
-    linear layers and convolutions feed float32 norms): eager normalises it in float32 and
-    rounds once."""
-    return x.dtype in ("f16", "bf16") and param is not None and param.dtype == "f32"
-
-
-@lowering("aten._native_batch_norm_legit_no_training.default")
-def _batch_norm_inference(cx, x, weight, bias, running_mean, running_var, momentum, eps):
-    channels = [x.shape[1]]
-    mixed = _mixed_norm(x, running_mean)
-    xc = cx.op("cast", [x], {"dtype": "f32"}) if mixed else x
-    weight = weight if weight is not None else cx.full(channels, 1.0, xc.dtype)
-    bias = bias if bias is not None else cx.full(channels, 0.0, xc.dtype)
-    out = cx.op("batch_norm", [xc, running_mean, running_var, weight, bias], {"eps": float(eps)})
-    if mixed:
-        out = cx.op("cast", [out], {"dtype": x.dtype})
-    # The saved mean and rstd of inference batch norm are empty tensors.
-    empty = cx.full([0], 0.0, x.dtype)
-    return [out, empty, empty]
 
 
 # Creation
@@ -826,98 +699,10 @@ def _arange(cx, *args, dtype=None, layout=None, device=None, pin_memory=None):
                                 "dtype": ember_dtype(dtype)})
 
 
-@lowering("aten._native_batch_norm_legit_functional.default")
-def _batch_norm_training(cx, x, weight, bias, running_mean, running_var, training, momentum, eps):
-    if not training:
-        raise Unsupported("functional batch norm outside training")
-    channels = [x.shape[1]]
-    # A float16/bfloat16 input with float32 statistics (autocast) is normalised in float32. The
-    # saved mean and rstd then have the input's dtype, as PyTorch's meta kernel declares them
-    # (its CPU kernel gives float32); the backward recomputes them from x.
-    mixed = _mixed_norm(x, running_mean)
-    xc = cx.op("cast", [x], {"dtype": "f32"}) if mixed else x
-    weight = weight if weight is not None else cx.full(channels, 1.0, xc.dtype)
-    bias = bias if bias is not None else cx.full(channels, 0.0, xc.dtype)
-    out = cx.op_multi("native_batch_norm", [xc, weight, bias, running_mean, running_var],
-                      {"momentum": float(momentum), "eps": float(eps)})
-    if mixed:
-        out = [cx.op("cast", [v], {"dtype": x.dtype}) for v in out[:3]] + list(out[3:])
-    return out
-
-
-@lowering("aten._native_batch_norm_legit.no_stats")
-def _batch_norm_no_stats(cx, x, weight, bias, training, momentum, eps):
-    """Batch norm over the batch's own statistics with no running ones: instance norm (which
-    views [N, C, H, W] as one image of N * C channels) and batch norm with
-    track_running_stats=False. The running statistics the training op updates are placeholders
-    here, and dropped."""
-    if not training or x.dtype not in ("f32", "f64"):
-        raise Unsupported("batch norm without running statistics outside float32/float64 training")
-    channels = [x.shape[1]]
-    mean, var = cx.full(channels, 0.0, x.dtype), cx.full(channels, 1.0, x.dtype)
-    return _batch_norm_training(cx, x, weight, bias, mean, var, True, momentum, eps)[:3]
-
-
-@lowering("aten.native_batch_norm_backward.default")
-def _batch_norm_backward(cx, dy, x, weight, running_mean, running_var, save_mean, save_invstd, train, eps,
-                         output_mask):
-    """Batch norm's gradients with their sums over (N, H, W) in float64, as eager's (the CPU's
-    accumulator type of float32 is double; PyTorch's decomposition, which Inductor runs, sums
-    in float32). Those sums cancel, and in float32 over 32768 values a channel the weight and
-    bias gradients had twice eager's error. Reading x and dy once either way, the wider sums
-    cost no memory traffic."""
-    if x.dtype not in ("f16", "bf16", "f32", "f64") or dy.dtype != x.dtype or len(x.shape) < 2:
-        raise Unsupported("batch norm gradients of other dtypes or ranks")
-    rank = len(x.shape)
-    axes = [0] + list(range(2, rank))
-
-    def wide(v):
-        return cx.op("cast", [v], {"dtype": "f64"})
-
-    def per_channel(v):  # [C] -> [1, C, 1, ...] beside x
-        return cx.op("reshape", [v], {"shape": cx.shape([1, x.shape[1]] + [1] * (rank - 2))})
-
-    def summed(v):
-        return cx.op("sum", [v], {"axes": axes, "keepdim": False})
-
-    def averaged(v):  # over (N, H, W), whose count may be symbolic
-        return cx.op("mean", [v], {"axes": axes, "keepdim": False})
-
-    if train and save_mean.dtype in ("f16", "bf16"):  # autocast: saved rounded, so recomputed
-        x64 = wide(x)
-        mean = averaged(x64)
-        deviation = cx.op("sub", [x64, per_channel(mean)])
-        var = averaged(cx.op("mul", [deviation, deviation]))
-        invstd = cx.op("rsqrt", [cx.op("add", [var, cx.graph.scalar(float(eps), "f64")])])
-    elif train:
-        mean, invstd = wide(save_mean), wide(save_invstd)
-    else:
-        mean = wide(running_mean)
-        invstd = cx.op("rsqrt", [cx.op("add", [wide(running_var), cx.graph.scalar(float(eps), "f64")])])
-    dy64 = wide(dy)
-    centered = cx.op("sub", [wide(x), per_channel(mean)])
-    sum_dy = summed(dy64)
-    dot = summed(cx.op("mul", [dy64, centered]))
-    scale = invstd if weight is None else cx.op("mul", [invstd, wide(weight)])
-    # PyTorch's meta gives grad_x a tensor even where output_mask leaves it out: zeros that nothing
-    # reads (dead code, removed), so that the lowering matches and stays a lowering.
-    grad_x = cx.full(list(x.shape), 0.0, x.dtype)
-    if output_mask[0]:
-        g = dy64
-        if train:
-            grad_mean = averaged(dy64)
-            projection = cx.op("mul", [averaged(cx.op("mul", [dy64, centered])), cx.op("mul", [invstd, invstd])])
-            g = cx.op("sub", [cx.op("sub", [dy64, per_channel(grad_mean)]),
-                              cx.op("mul", [centered, per_channel(projection)])])
-        grad_x = cx.op("cast", [cx.op("mul", [g, per_channel(scale)])], {"dtype": x.dtype})
-    param_dtype = weight.dtype if weight is not None else x.dtype
-    grad_w = cx.op("cast", [cx.op("mul", [dot, invstd])], {"dtype": param_dtype}) if output_mask[1] else None
-    grad_b = cx.op("cast", [sum_dy], {"dtype": param_dtype}) if output_mask[2] else None
-    return [grad_x, grad_w, grad_b]
-
-
 @lowering("aten.hardtanh.default")
 def _hardtanh(cx, x, min_val=-1.0, max_val=1.0):
+    if x.dtype not in _FLOATS:  # eager clamps integers by integer bounds, in their dtype
+        raise Unsupported(f"hardtanh of {x.dtype}")
     return _clamp(cx, x, min_val, max_val)
 
 
@@ -930,35 +715,10 @@ def _bitwise_not(cx, x):
 
 @lowering("aten.split_with_sizes.default")
 def _split(cx, x, split_sizes, dim=0):
-    return cx.op_multi("split", [x], {"sizes": [int(s) for s in split_sizes], "axis": dim})
+    return cx.op_multi("split", [x], {"sizes": static_ints(split_sizes, "a split size"), "axis": dim})
 
 
 @lowering("aten.full_like.default")
 def _full_like(cx, x, fill_value, dtype=None, layout=None, device=None, pin_memory=None, memory_format=None):
     dtype = ember_dtype(dtype) if dtype is not None else x.dtype
     return cx.full(x.shape, _fill_value(fill_value, dtype), dtype)
-
-
-@lowering("aten._scaled_dot_product_flash_attention_for_cpu.default")
-def _flash_attention(cx, q, k, v, dropout_p=0.0, is_causal=False, attn_mask=None, scale=None):
-    """Inference attention: ember's own (matmuls and a softmax per row). The logsumexp output is
-    only for the backward kernel, which needs PyTorch's: a use of it keeps the node a torch call."""
-    if dropout_p != 0.0 or 1 not in cx.unused_outputs():
-        raise Unsupported("attention with dropout or whose logsumexp is used")
-    if scale is not None and float(scale) == 0.0:
-        raise Unsupported("attention with scale 0 (ember's 0 means the default scale)")
-    inputs = [q, k, v] + ([attn_mask] if attn_mask is not None else [])
-    out = cx.op("scaled_dot_product_attention", inputs, {"causal": bool(is_causal),
-                                                         "scale": float(scale) if scale is not None else 0.0})
-    if attn_mask is not None:
-        # PyTorch's fused kernel gives 0 for a query that may attend to nothing (a padded row);
-        # the softmax over nothing but -inf is NaN.
-        if attn_mask.dtype == "bool":
-            allowed = cx.op("max", [cx.op("cast", [attn_mask], {"dtype": "f32"})], {"axes": [-1], "keepdim": True})
-            some = cx.op("gt", [allowed, cx.graph.scalar(0.0, "f32")])
-        else:
-            best = cx.op("max", [attn_mask], {"axes": [-1], "keepdim": True})
-            some = cx.op("gt", [best, cx.graph.scalar(float("-inf"), attn_mask.dtype)])
-        out = cx.op("where", [some, out, cx.graph.scalar(0.0, out.dtype)])
-    logsumexp = cx.full(q.shape[:-1], 0.0, "f32")  # unused, and dead code once translated
-    return [out, logsumexp]

@@ -7,7 +7,8 @@ Float16 and bfloat16 inputs are computed in float32 and rounded once, as PyTorch
 compute them (their opmath type)."""
 import math
 
-from ._lower import _FLOATS, _LOW_PRECISION, _axes, _elementwise, _is_value, ember_dtype, lowering, operand
+from ._lower import (_FLOATS, _LOW_PRECISION, _axes, _elementwise, _is_value, ember_dtype, lowering, operand,
+                     static_float, static_ints)
 from ._symbols import Unsupported
 
 
@@ -77,7 +78,7 @@ def _slice_scatter(cx, x, src, dim=0, start=None, end=None, step=1):
 def _repeat(cx, x, repeats):
     """x tiled: each dim of x (with leading 1s up to len(repeats)) gets a new dim of its repeat
     count in front, broadcast, and the pairs merged."""
-    repeats = [int(r) for r in repeats]
+    repeats = static_ints(repeats, "a repeat count")
     # Sizes from PyTorch's meta (ints or SymInts, which multiply): ember's dims are texts.
     shape = [1] * (len(repeats) - len(x.shape)) + list(cx.node.args[0].meta["val"].shape)
     if len(shape) != len(repeats) or any(r < 0 for r in repeats):
@@ -122,7 +123,7 @@ def _vector_norm(cx, x, ord=2, dim=None, keepdim=False, dtype=None):
         x = _narrow_to(cx, x, ember_dtype(dtype))
     x = _wide(cx, x)
     attrs = {"axes": _axes(dim, len(x.shape)), "keepdim": keepdim}
-    ord = float(ord)
+    ord = static_float(ord, "a norm's order")
     if ord == 2:
         out = cx.op("sqrt", [cx.op("sum", [cx.op("mul", [x, x])], attrs)])
     elif ord == 1:
@@ -146,7 +147,7 @@ def _leaky_relu(cx, x, negative_slope=0.01):
     if x.dtype not in _FLOATS:
         raise Unsupported("leaky_relu of integers")
     w = _wide(cx, x)
-    out = cx.op("where", [_elementwise("gt")(cx, w, 0.0), w, _elementwise("mul")(cx, w, float(negative_slope))])
+    out = cx.op("where", [_elementwise("gt")(cx, w, 0.0), w, _elementwise("mul")(cx, w, static_float(negative_slope, "a slope"))])
     return _narrow_to(cx, out, x.dtype)
 
 
@@ -156,9 +157,9 @@ def _elu(cx, x, alpha=1.0, scale=1.0, input_scale=1.0):
     if x.dtype not in _FLOATS:
         raise Unsupported("elu of integers")
     w = _wide(cx, x)
-    positive = _elementwise("mul")(cx, w, float(scale))
-    negative = _elementwise("mul")(cx, cx.op("expm1", [_elementwise("mul")(cx, w, float(input_scale))]),
-                                   float(alpha) * float(scale))
+    positive = _elementwise("mul")(cx, w, static_float(scale, "a scale"))
+    negative = _elementwise("mul")(cx, cx.op("expm1", [_elementwise("mul")(cx, w, static_float(input_scale, "a scale"))]),
+                                   static_float(alpha, "alpha") * static_float(scale, "a scale"))
     out = cx.op("where", [_elementwise("gt")(cx, w, 0.0), positive, negative])
     return _narrow_to(cx, out, x.dtype)
 
@@ -173,7 +174,7 @@ def _group_norm(cx, x, weight, bias, n, c, hw, groups, eps):
     w = _wide(cx, x)
     rows = cx.op("reshape", [w], {"shape": cx.shape([n, groups, -1])})
     var, mean = cx.op_multi("var_mean", [rows], {"axes": [2], "keepdim": True, "correction": 0.0})
-    rstd = cx.op("rsqrt", [_elementwise("add")(cx, var, float(eps))])
+    rstd = cx.op("rsqrt", [_elementwise("add")(cx, var, static_float(eps, "eps"))])
     normed = cx.op("mul", [cx.op("sub", [rows, mean]), rstd])
     out = cx.op("reshape", [normed], {"shape": cx.shape(x.shape)})
     per_channel = cx.shape([c] + [1] * (len(x.shape) - 2))

@@ -1,6 +1,6 @@
 """Lowerings of indexing: reading (embedding, index_select, gather, advanced indexing) and
 writing (index_put, index_add, scatter) along one axis at a time, with PyTorch's range rules."""
-from ._lower import _fill_value, _is_value, lowering
+from ._lower import _LOW_PRECISION, _fill_value, _is_value, lowering
 from ._symbols import Unsupported
 
 
@@ -97,6 +97,12 @@ def _index_add(cx, x, dim, index, source, alpha=1):
     if not x.shape:
         raise Unsupported("index_add into a 0-d tensor")
     index = cx.op("reshape", [index], {"shape": [-1]}) if len(index.shape) != 1 else index
+    if x.dtype in _LOW_PRECISION:
+        # PyTorch's CPU index_add sums each target in float32 and rounds once, as scatter_add
+        # does (index_put's accumulation rounds at each step, and ember's index_put does too).
+        wide = [cx.op("cast", [v], {"dtype": "f32"}) for v in (x, source)]
+        out = cx.op("index_put", [wide[0], index, wide[1]], {"axis": dim, "accumulate": True, "wrap": False})
+        return cx.op("cast", [out], {"dtype": x.dtype})
     return cx.op("index_put", [x, index, source], {"axis": dim, "accumulate": True, "wrap": False})
 
 
@@ -106,4 +112,10 @@ def _scatter(cx, x, dim, index, src):
         src = cx.full(index.shape, _fill_value(src, x.dtype), x.dtype)
     _writes_into(x, src)
     add = cx.target_name == "aten.scatter_add.default"
+    if add and x.dtype in _LOW_PRECISION:
+        # PyTorch's CPU scatter_add sums each target in float32 and rounds once (cummin's
+        # gradient in bfloat16 was a unit in the last place off, rounded at each addition).
+        wide = [cx.op("cast", [v], {"dtype": "f32"}) for v in (x, src)]
+        out = cx.op("scatter", [wide[0], index, wide[1]], {"axis": dim, "accumulate": True, "wrap": False})
+        return cx.op("cast", [out], {"dtype": x.dtype})
     return cx.op("scatter", [x, index, src], {"axis": dim, "accumulate": add, "wrap": False})

@@ -58,6 +58,7 @@ class GraphRecord:
         self.compile_ms = seconds * 1e3
         self.lowered = {}
         self.torch_calls = {}
+        self.failed_lowerings = {}  # ATen op -> the reasons its lowering failed (ember's bugs)
         self.ember = {}          # the plan's figures (kernels, interpreter ops, ...)
         self.fallback = None     # why the graph runs on PyTorch, if it does
 
@@ -66,6 +67,7 @@ class GraphRecord:
         r = cls(kind, _aten_ops(gm), seconds)
         r.lowered = dict(compiled.lowered_ops)
         r.torch_calls = dict(compiled.torch_call_ops)
+        r.failed_lowerings = {op: list(reasons) for op, reasons in getattr(compiled, "failed_lowerings", {}).items()}
         info = compiled.compiled.info
         r.ember = {k: info[k] for k in ("op_count", "ops", "steps", "buffers", "kernels", "kernels_compiled",
                                         "kernels_from_disk", "kernel_compile_ms", "interpreter_ops")}
@@ -86,6 +88,7 @@ class GraphRecord:
     def as_dict(self):
         return {"kind": self.kind, "aten_ops": self.aten_ops, "compile_ms": self.compile_ms,
                 "lowered": self.lowered, "torch_calls": self.torch_calls, "lowered_share": self.lowered_share,
+                "failed_lowerings": self.failed_lowerings,
                 "ember": self.ember, "fallback": self.fallback}
 
 
@@ -146,9 +149,14 @@ class Report:
             total.update(g.torch_calls)
         return dict(total)
 
+    def failed_lowering_count(self):
+        """How many nodes ran as torch calls because their lowering failed (a bug, not a decline)."""
+        return sum(len(reasons) for g in self.graphs for reasons in g.failed_lowerings.values())
+
     def as_dict(self):
         out = {"graphs": [g.as_dict() for g in self.graphs], "graph_breaks": self.breaks,
-               "recompiles": self.recompiles, "torch_calls": self.torch_call_ops(), "notes": self.notes}
+               "recompiles": self.recompiles, "torch_calls": self.torch_call_ops(), "notes": self.notes,
+               "failed_lowerings": self.failed_lowering_count()}
         if self.tracer is not None:
             out["ember_tensors"] = json.loads(self.tracer.report_json())
         return out
@@ -158,7 +166,7 @@ class Report:
 
     def text(self):
         lines = [f"ember: {self.graph_count} graphs compiled, {len(self.breaks)} graph breaks, "
-                 f"{len(self.recompiles)} recompiles"]
+                 f"{len(self.recompiles)} recompiles, {self.failed_lowering_count()} failed lowerings"]
         lines += [f"note: {n}" for n in self.notes]
         for i, g in enumerate(self.graphs):
             head = f"graph {i} ({g.kind}): {sum(g.aten_ops.values())} ATen ops"
@@ -172,6 +180,9 @@ class Report:
             if g.torch_calls:
                 calls = ", ".join(f"{op} x{n}" for op, n in sorted(g.torch_calls.items()))
                 lines.append(f"  torch calls (ATen ops ember does not lower yet): {calls}")
+            for op, reasons in sorted(g.failed_lowerings.items()):
+                lines.append(f"  failed lowering (a bug in ember; ran as a torch call): {op} x{len(reasons)}: "
+                             f"{reasons[0]}")
             if e["interpreter_ops"]:
                 lines.append(f"  on the interpreter: {', '.join(e['interpreter_ops'])}")
         for b in self.breaks:

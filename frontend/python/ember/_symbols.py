@@ -85,7 +85,8 @@ class Symbols:
         or a float (a SymFloat's expression: size / 2)."""
         expr = sympy.sympify(expr)
         if self.fixed is not None:
-            value = expr.xreplace(self.fixed)
+            # xreplace hands back a replacement as it is: a Python int when expr is one symbol.
+            value = sympy.sympify(expr.xreplace(self.fixed))
             if value.free_symbols:
                 raise Unsupported(f"size {expr} depends on symbols no input size gives")
             value = int(value) if value.is_Integer else float(value)

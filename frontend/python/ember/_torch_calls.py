@@ -21,7 +21,7 @@ class Call:
     def __init__(self, target, args, kwargs, symbols, layouts, effect_only=False, declared=None):
         self.target, self.args, self.kwargs, self.symbols = target, args, kwargs, symbols
         self.layouts = layouts  # per tensor input: the strides eager gives it, or None
-        self.effect_only = effect_only  # returns nothing; its one output is an empty placeholder
+        self.effect_only = effect_only  # hands nothing back; its one output is an empty placeholder
         self.declared = declared  # per result: whether the graph has an output for it (a tensor in the meta)
 
     def run(self, inputs, outputs):
@@ -41,18 +41,28 @@ class Call:
         else:
             results = [r for r in seq if isinstance(r, torch.Tensor)]
         if len(results) != len(outputs):
-            raise RuntimeError(f"[torch] {self.target} returned {len(results)} tensors, expected {len(outputs)}")
+            raise ResultMismatch(f"[torch] {self.target} returned {len(results)} tensors, expected {len(outputs)}")
         for dst, src in zip(outputs, results):
             out = _from_dlpack(dst.__dlpack__())
             if src is None:  # undefined in eager: nothing eager runs reads it
                 out.zero_()
                 continue
             # A dtype other than the meta's is converted (mixed-precision norms return float32
-            # statistics where the meta says float16); a shape mismatch is a bug.
+            # statistics where the meta says float16). A shape other than the meta's cannot be
+            # held in the buffer the plan sized from it: the graph then runs on PyTorch.
+            if not isinstance(src, torch.Tensor):
+                raise ResultMismatch(f"[torch] {self.target} returned a {type(src).__name__}, "
+                                     f"the graph expects {out.dtype}{list(out.shape)}")
             if out.shape != src.shape:
-                raise RuntimeError(f"[torch] {self.target} returned {src.dtype}{list(src.shape)}, "
-                                   f"the graph expects {out.dtype}{list(out.shape)}")
+                raise ResultMismatch(f"[torch] {self.target} returned {src.dtype}{list(src.shape)}, "
+                                     f"the graph expects {out.dtype}{list(out.shape)}")
             out.copy_(src)
+
+
+class ResultMismatch(RuntimeError):
+    """A torch call's result has another shape than PyTorch's meta gave it when the graph was
+    built (the real kernel of _embedding_bag leaves offset2bag empty where its meta sizes it by
+    the indices). Not the user's error: the graph falls back to PyTorch (CompiledFx)."""
 
 
 class Strides:
@@ -84,11 +94,20 @@ class SizeArg:
         self.expr = expr
 
 
+class FloatArg:
+    """A float of sizes: a function of the call's symbol values."""
+
+    def __init__(self, value_of):
+        self.value_of = value_of
+
+
 def _fill(template, tensors, symbols, values):
     if isinstance(template, TensorArg):
         return tensors[template.index]
     if isinstance(template, SizeArg):
         return symbols.evaluate(template.expr, values)
+    if isinstance(template, FloatArg):
+        return float(template.value_of(values))
     if isinstance(template, (list, tuple)):
         return type(template)(_fill(t, tensors, symbols, values) for t in template)
     if isinstance(template, dict):

@@ -2,8 +2,9 @@
 
 Each placeholder becomes a graph input (a SymInt placeholder binds a symbol instead), each ATen
 node an ember op through its lowering (_lower*.py), or a torch call when there is none or it
-declines the case. Every lowered node is checked against the dtype and shape PyTorch's meta
-says it has; a mismatch also makes it a torch call. get_attr tensors are inputs bound once.
+declines the case (Unsupported). Every lowered node is checked against the dtype and shape
+PyTorch's meta says it has; a mismatch, or any other exception of a lowering, is a bug: the node
+becomes a torch call with a warning (strict raises). get_attr tensors are inputs bound once.
 """
 import bisect
 import math
@@ -16,7 +17,7 @@ import weakref
 import sympy
 import torch
 
-from . import _C, _lower_composite, _lower_index, _torch_calls  # noqa: F401 (the _lower_* modules register lowerings)
+from . import _C, _lower_composite, _lower_index, _lower_nn, _torch_calls  # noqa: F401 (the _lower_* modules register lowerings)
 from ._lower import LOWERINGS, dense_order, ember_dtype, sized, torch_dtype_of
 from ._symbols import FloatSize, NonPolynomialSize, Symbols, Unsupported, input_size_symbols
 
@@ -41,6 +42,11 @@ to_dlpack = getattr(torch._C, "_to_dlpack", None) or (lambda t: t.detach().__dlp
 from_dlpack = getattr(torch._C, "_from_dlpack", None) or torch.from_dlpack
 
 
+class LoweringFailed(RuntimeError):
+    """A lowering raised something other than Unsupported, or built a result of another dtype
+    or shape than PyTorch's: a bug in ember, raised under the `strict` option."""
+
+
 class Context:
     """What a lowering works with: the graph, sizes as dims, and the node being lowered."""
 
@@ -58,13 +64,20 @@ class Context:
         return {i for i in range(total) if i not in used}
 
     def op(self, name, inputs, attrs=None):
-        outs = self.graph.op(name, list(inputs), attrs or {})
+        outs = self.op_multi(name, inputs, attrs)
         if len(outs) != 1:
             raise Unsupported(f"{name} has {len(outs)} outputs")
         return outs[0]
 
     def op_multi(self, name, inputs, attrs=None):
-        return list(self.graph.op(name, list(inputs), attrs or {}))
+        try:
+            return list(self.graph.op(name, list(inputs), attrs or {}))
+        except ValueError as e:
+            # ember's dims cannot express a size (one not a polynomial of the symbols, a
+            # divisibility or a bound it cannot prove): a limit of ember's, the lowering declines.
+            if str(e).startswith("[symbolic]"):
+                raise Unsupported(str(e)) from e
+            raise
 
     def shape(self, sizes):
         """ember dims: ints and ember dim texts (an ember Value's shape) as they are, PyTorch's
@@ -173,6 +186,7 @@ class CompiledFx:
 
     def __init__(self, gm, mode, strict, fixed_sizes=None, visible_outputs=None):
         start = time.perf_counter()
+        self.strict = strict
         # An instance attribute: the wrappers Dynamo puts around a backward compiler copy the
         # instance's __dict__ (functools.wraps), not its class's attributes.
         self._boxed_call = True
@@ -184,6 +198,7 @@ class CompiledFx:
         self.torch_calls = []     # ids of this graph's torch calls
         self.torch_call_ops = {}  # ATen op -> count
         self.lowered_ops = {}
+        self.failed_lowerings = {}  # ATen op -> the reasons its lowering failed (bugs), one per node
         self.torch_call_views = set()  # FX nodes of view ops that run as torch calls (copies)
         self.outputs = None       # per FX output: ("ember", k) / ("size", expr) / ("value", v)
         self.returned_inputs = []  # (k, i): ember output k is the call's tensor argument i itself
@@ -200,6 +215,9 @@ class CompiledFx:
         weakref.finalize(self, _torch_calls.release, list(self.torch_calls))
         self.translate_ms = (time.perf_counter() - start) * 1e3
         self.view_roots = _view_roots(gm)  # per ember output
+        # Kept to run on PyTorch if a torch call's result turns out to have another size than
+        # its meta (_fall_back_to_pytorch); None until then.
+        self.gm, self.on_pytorch = gm, None
         # Where each output lives in eager: a view of an input, or of memory of its own (its
         # root), with eager's layout as functions of the sizes. The call puts outputs that ember
         # lays out otherwise back in eager's layout (see _as_eager).
@@ -313,27 +331,53 @@ class CompiledFx:
             raise Unsupported(f"{name} reads or makes a result its meta does not size as the op does")
         lower = LOWERINGS.get(name)
         if lower is not None:
-            try:
-                cx.target_name, cx.node = name, node
-                out = lower(cx, *self._arg(node.args), **{k: self._arg(v) for k, v in node.kwargs.items()})
-                if self._matches(out, val):
-                    self.lowered_ops[name] = self.lowered_ops.get(name, 0) + 1
-                    return out
-            except Exception:  # noqa: BLE001 (a lowering that declines or fails: the torch call is right)
-                pass
+            out = self._lower(lower, name, node, cx, val)
+            if out is not None:
+                self.lowered_ops[name] = self.lowered_ops.get(name, 0) + 1
+                return out
         return self._torch_call(node, target, val)
 
-    def _matches(self, out, val):
+    def _lower(self, lower, name, node, cx, val):
+        """The lowering's ember values for `node`, or None for a torch call. A lowering declines
+        a case it does not cover by raising Unsupported. Anything else it raises, or a result
+        of another dtype or shape than PyTorch's meta, is a bug in the lowering: under `strict`
+        it is raised; otherwise the node runs as a torch call (still right), with a warning
+        naming the op, and the report counts it."""
+        cx.target_name, cx.node = name, node
+        try:
+            out = lower(cx, *self._arg(node.args), **{k: self._arg(v) for k, v in node.kwargs.items()})
+        except Unsupported:
+            return None
+        except Exception as e:  # noqa: BLE001 (any other exception is a bug, reported below)
+            return self._failed_lowering(name, f"{type(e).__name__}: {e}", e)
+        mismatch = self._mismatch(out, val)
+        if mismatch:
+            return self._failed_lowering(name, mismatch, None)
+        return out
+
+    def _failed_lowering(self, name, reason, error):
+        if self.strict:
+            raise LoweringFailed(f"[{name}] the lowering failed: {reason}") from error
+        warnings.warn(f"ember: the lowering of {name} failed ({reason}); it runs as a torch call", RuntimeWarning,
+                      stacklevel=2)
+        self.failed_lowerings.setdefault(name, []).append(reason)
+        return None
+
+    def _mismatch(self, out, val):
+        """How the lowering's result differs from PyTorch's meta, or "" when it does not."""
         outs = out if isinstance(out, list) else [out]
         metas = _meta_types(val)
         if len(outs) != len(metas):
-            return False
-        for o, m in zip(outs, metas):
+            return f"{len(outs)} results, PyTorch's meta has {len(metas)}"
+        for k, (o, m) in enumerate(zip(outs, metas)):
             if m is None:
                 continue
-            if o.dtype != ember_dtype(m[0]) or o.shape != self.symbols.shape(m[1]):
-                return False
-        return True
+            dtype, shape = ember_dtype(m[0]), self.symbols.shape(m[1])
+            if not isinstance(o, _C.Value):
+                return f"result {k} is a {type(o).__name__}, PyTorch's meta says {dtype}{list(shape)}"
+            if o.dtype != dtype or o.shape != shape:
+                return f"result {k} is {o.dtype}{list(o.shape)}, PyTorch's meta says {dtype}{list(shape)}"
+        return ""
 
     def _torch_call(self, node, target, val):
         tensors, layouts = [], []
@@ -348,7 +392,10 @@ class CompiledFx:
                 if v is None:
                     return None
                 if isinstance(v, FloatSize):
-                    raise Unsupported("a torch call with a SymFloat argument")
+                    if v.arg is not None:  # a graph input's float, which the call cannot reach
+                        raise Unsupported("a torch call with a SymFloat argument of the graph's")
+                    # A float of sizes (a correction of x.shape[1] / 4): evaluated for each call.
+                    return _torch_calls.FloatArg(self.symbols.value_function(v.expr))
                 tensors.append(v)
                 layouts.append(self._layout_of(a))
                 return _torch_calls.TensorArg(len(tensors) - 1)
@@ -369,26 +416,33 @@ class CompiledFx:
         args = template(node.args)
         kwargs = {k: template(v) for k, v in node.kwargs.items()}
         metas = _meta_types(val)
-        out_types = [(ember_dtype(m[0]), self.symbols.shape(m[1])) for m in metas if m is not None]
-        effect_only = not out_types and not target._schema.returns
-        if effect_only:
-            # Run for its effect alone (a runtime assert, such as one_hot's check of its
-            # indices): an impure call, so the plan keeps it, with an empty placeholder output.
-            out_types = [("bool", [0])]
-        elif not out_types:
+        # Only the results something reads become outputs of the call: an unread one may have
+        # another size in the real kernel than in its meta (_embedding_bag_forward_only's
+        # offset2bag is empty in bfloat16 where the meta sizes it by the indices), and nothing
+        # needs its memory.
+        read = _read_results(node, len(metas))
+        declared = [m is not None and i in read for i, m in enumerate(metas)]
+        out_types = [(ember_dtype(m[0]), self.symbols.shape(m[1])) for m, d in zip(metas, declared) if d]
+        for_effect = not target._schema.returns
+        if not for_effect and not any(m is not None for m in metas):
             raise Unsupported(f"{target} returns no tensor")
-        pure = not effect_only and torch.Tag.nondeterministic_seeded not in target.tags
+        effect_only = not out_types
+        if effect_only:
+            # Nothing to hand back: an op run for its effect alone (a runtime assert, such as
+            # one_hot's check of its indices: impure, so the plan keeps it), or one whose results
+            # nothing reads. Its one output is an empty placeholder.
+            out_types = [("bool", [0])]
+        pure = not for_effect and torch.Tag.nondeterministic_seeded not in target.tags
         if target.is_view:
             self.torch_call_views.add(node)
-        call = _torch_calls.Call(target, args, kwargs, self.symbols, layouts, effect_only,
-                                 declared=[m is not None for m in metas])
+        call = _torch_calls.Call(target, args, kwargs, self.symbols, layouts, effect_only, declared=declared)
         cid = _torch_calls.register(call)
         self.torch_calls.append(cid)
         outs = iter(self.graph.torch_call(cid, pure, tensors, out_types))
         self.torch_call_ops[str(target)] = self.torch_call_ops.get(str(target), 0) + 1
         if effect_only:
-            return None
-        values = [next(outs) if m is not None else None for m in metas]
+            return [None] * len(metas) if isinstance(val, (list, tuple)) else None
+        values = [next(outs) if d else None for d in declared]
         return values if isinstance(val, (list, tuple)) else values[0]
 
     def _layout_of(self, node):
@@ -447,6 +501,31 @@ class CompiledFx:
         return self.view_roots[k] == self.view_roots[-2 - share]
 
     def __call__(self, args):
+        if self.on_pytorch is not None:
+            return self.on_pytorch(args)
+        try:
+            return self._run(args)
+        except _torch_calls.ResultMismatch as e:
+            return self._fall_back_to_pytorch(args, e)
+        except (ValueError, TypeError) as e:
+            # An input of another shape than traced: a value from an earlier graph whose meta
+            # was wrong (a forward graph that fell back hands its backward eager's offset2bag).
+            if not str(e).startswith("[run] input "):
+                raise
+            return self._fall_back_to_pytorch(args, e)
+
+    def _fall_back_to_pytorch(self, args, error):
+        """Runs this call, and every later one, on PyTorch: what ember's plan was built on (the
+        sizes PyTorch's meta gave) is not what the real kernels give. Eager has no such
+        expectation, so the user's program must not fail here; strict asks for the error."""
+        if self.strict:
+            raise error
+        warnings.warn(f"ember: a compiled graph runs on PyTorch from now on: {error}", RuntimeWarning, stacklevel=2)
+        from .dynamo import eager_fallback
+        self.on_pytorch = eager_fallback(self.gm)
+        return self.on_pytorch(args)
+
+    def _run(self, args):
         values = self.symbols.values(args) if self.symbols.sources else []
         inputs = [to_dlpack(_values_in_memory(args[src]) if kind == _ARG else src if kind == _CONST else src(args, values))
                   for kind, src in self.input_sources]
@@ -511,6 +590,7 @@ class SizeSpecialized:
         first = self._plan(tuple(hint for _, _, hint in self.sources))
         # What the report reads, from the first plan.
         self.lowered_ops, self.torch_call_ops = first.lowered_ops, first.torch_call_ops
+        self.failed_lowerings = first.failed_lowerings
         self.compiled, self.translate_ms = first.compiled, first.translate_ms
 
     def _plan(self, key):
@@ -756,6 +836,14 @@ def _view_roots(gm):
             results = node.args[0] if isinstance(node.args[0], (list, tuple)) else [node.args[0]]
             return [root.get(r) for r in results if isinstance(r, torch.fx.Node) and _is_tensor_node(r)]
     return []
+
+
+def _read_results(node, count):
+    """The indices of a node's results that the graph reads: all of them for a node that is its
+    own value (one result, or a user that is not a getitem), else those its getitems take."""
+    if any(u.target is not operator.getitem for u in node.users):
+        return set(range(count))
+    return {u.args[1] for u in node.users}
 
 
 def _is_tensor_node(node):
