@@ -36,15 +36,20 @@ std::string json_list(const std::vector<T>& items, F&& item) {
   return out + "]";
 }
 
-}  // namespace
+// Each line of `text` after `indent`.
+void write_indented(std::ostringstream& out, const std::string& text, const char* indent) {
+  std::istringstream lines(text);
+  for (std::string line; std::getline(lines, line);) out << indent << line << "\n";
+}
 
-namespace {
+}  // namespace
 
 // "mode max-autotune: static plan; tuned 5 steps in 1.20 s (3 from the tuning database)", then
 // each step whose choice is not the default, and each that was timed.
-void write_mode(std::ostringstream& out, const GraphInfo& g) {
-  if (g.mode.empty()) return;
-  out << "    mode " << g.mode << ":" << (g.static_plan ? " static plan" : " buffers per call");
+std::string mode_summary(const GraphInfo& g) {
+  if (g.mode.empty()) return "";
+  std::ostringstream out;
+  out << "mode " << g.mode << ":" << (g.static_plan ? " static plan" : " buffers per call");
   if (g.autotuned) {
     int known = 0;
     for (const TuningRecord& t : g.tuning) known += t.from_database;
@@ -56,7 +61,7 @@ void write_mode(std::ostringstream& out, const GraphInfo& g) {
   out << "\n";
   for (const TuningRecord& t : g.tuning) {
     if (t.from_database && t.winner == "default") continue;
-    out << "      step " << t.step << " " << t.name << ": ";
+    out << "  step " << t.step << " " << t.name << ": ";
     if (t.from_database) {
       out << t.winner << " (from the tuning database)\n";
       continue;
@@ -65,9 +70,8 @@ void write_mode(std::ostringstream& out, const GraphInfo& g) {
     else out << t.winner << " " << static_cast<int64_t>(t.winner_us) << " us, default " << static_cast<int64_t>(t.default_us) << " us";
     out << ", " << t.timed << " timed" << (t.rejected ? ", " + std::to_string(t.rejected) + " rejected" : "") << "\n";
   }
+  return out.str();
 }
-
-}  // namespace
 
 std::string Report::text() const {
   std::ostringstream out;
@@ -93,7 +97,7 @@ std::string Report::text() const {
       for (const auto& [name, n] : interpreted) out << " " << name << " x" << n;
     }
     out << "\n";
-    write_mode(out, g);
+    write_indented(out, mode_summary(g), "    ");
   }
   for (size_t i = 0; i < breaks.size(); ++i) {
     const GraphBreak& b = breaks[i];

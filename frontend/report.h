@@ -47,6 +47,11 @@ struct GraphInfo {
   std::vector<TuningRecord> tuning;
 };
 
+// What the mode did, in lines: "mode max-autotune: static plan; tuned 5 steps in 1.20 s (3 from
+// the tuning database, 12 candidates timed)", then each step whose choice is not the default and
+// each that was timed. Empty when the graph has no mode (a fallback).
+std::string mode_summary(const GraphInfo& g);
+
 struct Recompile {
   std::string guard;   // the failing guard, e.g. "input 0 dim 1: 128 -> 256"
   std::string action;  // "recompiled", "recompiled with dynamic dims ...", "fell back to eager"

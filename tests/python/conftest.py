@@ -7,6 +7,9 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "benchmar
 
 # Kernels compiled by the tests go to a cache of their own (make test points it into the build).
 os.environ.setdefault("EMBER_CACHE_DIR", os.path.join(tempfile.gettempdir(), "ember-pytest-cache"))
+# max-autotune tunes each graph at its first call within this budget (30 s by default): the tests
+# check that what it chose is right, not that it searched long.
+os.environ.setdefault("EMBER_AUTOTUNE_BUDGET_S", "1")
 
 import pytest  # noqa: E402
 import torch  # noqa: E402

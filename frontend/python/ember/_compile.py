@@ -6,7 +6,7 @@ import torch
 
 from . import _report
 from ._C import Tensor as _EmberTensor
-from .dynamo import check_settings, make_backend
+from .dynamo import check_settings, make_backend, option_text
 
 
 def compile(model=None, *, mode="default", fullgraph=False, dynamic=None, options=None):
@@ -30,9 +30,9 @@ def compile(model=None, *, mode="default", fullgraph=False, dynamic=None, option
         return _compiled_module(model, backend, settings, report)
     if not callable(model):
         raise TypeError(f"ember.compile takes an nn.Module or a function, not {type(model).__name__}")
-    tracer_options = {"mode": mode, "fullgraph": str(fullgraph).lower(),
-                      "dynamic": "none" if dynamic is None else str(bool(dynamic)).lower(),
-                      "strict": str(options.get("strict", False)).lower()}
+    tracer_options = {"mode": mode, "fullgraph": option_text(bool(fullgraph)),
+                      "dynamic": "none" if dynamic is None else option_text(bool(dynamic)),
+                      **{key: option_text(value) for key, value in options.items()}}
     return CompiledFunction(model, torch.compile(model, backend=backend, fullgraph=fullgraph, dynamic=dynamic),
                             tracer_options, report)
 

@@ -6,6 +6,7 @@ import html
 import json
 import linecache
 import threading
+import weakref
 
 # How to remove the common graph breaks, by a phrase of Dynamo's reason.
 _HINTS = [
@@ -59,7 +60,8 @@ class GraphRecord:
         self.lowered = {}
         self.torch_calls = {}
         self.failed_lowerings = {}  # ATen op -> the reasons its lowering failed (ember's bugs)
-        self.ember = {}          # the plan's figures (kernels, interpreter ops, ...)
+        self._ember = {}         # the plan's figures at compile time (kernels, interpreter ops, ...)
+        self._plan = None        # the compiled plan (weakly): what its mode did, read when asked
         self.fallback = None     # why the graph runs on PyTorch, if it does
 
     @classmethod
@@ -69,9 +71,24 @@ class GraphRecord:
         r.torch_calls = dict(compiled.torch_call_ops)
         r.failed_lowerings = {op: list(reasons) for op, reasons in getattr(compiled, "failed_lowerings", {}).items()}
         info = compiled.compiled.info
-        r.ember = {k: info[k] for k in ("op_count", "ops", "steps", "buffers", "kernels", "kernels_compiled",
-                                        "kernels_from_disk", "kernel_compile_ms", "interpreter_ops")}
+        r._ember = {k: info[k] for k in ("op_count", "ops", "steps", "buffers", "kernels", "kernels_compiled",
+                                         "kernels_from_disk", "kernel_compile_ms", "interpreter_ops")}
+        r._plan = weakref.ref(compiled.compiled)
         return r
+
+    # What a mode does may happen after the compile: max-autotune tunes at the first call.
+    _LIVE = ("mode", "static_plan", "autotuned", "autotune_s", "autotune_timed", "tuning")
+
+    @property
+    def ember(self):
+        """The plan's figures, with what its mode did so far (while the plan lives)."""
+        plan = self._plan() if self._plan else None
+        if plan is None:
+            return self._ember
+        info = plan.info
+        self._ember.update({k: info[k] for k in self._LIVE})
+        self._ember["mode_summary"] = plan.mode_summary
+        return self._ember
 
     @classmethod
     def fallback(cls, kind, gm, reason, seconds):
@@ -185,6 +202,7 @@ class Report:
                              f"{reasons[0]}")
             if e["interpreter_ops"]:
                 lines.append(f"  on the interpreter: {', '.join(e['interpreter_ops'])}")
+            lines += ["  " + line for line in e.get("mode_summary", "").splitlines()]
         for b in self.breaks:
             lines.append(f"graph break at {b['location']}: {b['reason']}")
             if b.get("source"):

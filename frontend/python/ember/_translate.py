@@ -184,9 +184,9 @@ class CompiledFx:
     """The callable AOTAutograd gets back: runs the ember plan on the call's tensors. It takes
     them as one list (AOTAutograd's boxed convention), so it could free inputs early."""
 
-    def __init__(self, gm, mode, strict, fixed_sizes=None, visible_outputs=None):
+    def __init__(self, gm, mode, options, fixed_sizes=None, visible_outputs=None):
         start = time.perf_counter()
-        self.strict = strict
+        self.strict = strict = options.get("strict", False)
         # An instance attribute: the wrappers Dynamo puts around a backward compiler copy the
         # instance's __dict__ (functools.wraps), not its class's attributes.
         self._boxed_call = True
@@ -208,7 +208,8 @@ class CompiledFx:
             for node in gm.graph.nodes:
                 self._translate(gm, node, cx)
             self.symbols.check_bound()
-            self.compiled = _C.CompiledGraph(self.graph, mode, strict)
+            self.compiled = _C.CompiledGraph(self.graph, mode, strict, options.get("autotune_budget_s"),
+                                             options.get("autotune_search", ""))
         except BaseException:
             _torch_calls.release(self.torch_calls)
             raise
@@ -231,11 +232,11 @@ class CompiledFx:
         # backward graph, which reads them through any strides: their layout is not rebuilt.
         visible = self.visible_tensors = _tensor_outputs_among(gm, visible_outputs)
         # Outputs can move onto their PyTorch storages only where the plan keeps no buffers from
-        # call to call. reduce-overhead's (and max-autotune's) plans reuse a buffer once nothing
-        # but the plan holds it, which they learn from their own reference to it: the DLPack
+        # call to call. A static plan (reduce-overhead's, max-autotune's) reuses a buffer once
+        # nothing but the plan holds it, which it learns from its own reference to it: the DLPack
         # import the caller gets is that reference, and without it the next call overwrote the
         # caller's output.
-        self.outputs_fresh_each_call = mode == "default"
+        self.outputs_fresh_each_call = not self.compiled.info["static_plan"]
         self.layout_matters = [any(k < visible for k in group) for group in self.groups]
         self.input_sources = [(_SOURCE_KINDS[kind], src) for kind, src in self.inputs]
         self.outputs_are_tensors = [o for o in self.outputs] == [("ember", k) for k in range(len(self.outputs))]
@@ -580,9 +581,10 @@ class SizeSpecialized:
     of input sizes it meets: the same graph, its sizes evaluated, kernels shared through the
     kernel cache. Dynamo sees one graph; ember keeps one plan per size."""
 
-    def __init__(self, gm, mode, strict, visible_outputs=None):
+    def __init__(self, gm, mode, options, visible_outputs=None):
         self._boxed_call = True
-        self.gm, self.mode, self.strict, self.visible_outputs = gm, mode, strict, visible_outputs
+        self.gm, self.mode, self.options, self.visible_outputs = gm, mode, options, visible_outputs
+        self.strict = options.get("strict", False)
         self.sources = input_size_symbols(gm)
         if any(hint is None for _, _, hint in self.sources):
             raise Unsupported("a size symbol without an example value")
@@ -598,7 +600,7 @@ class SizeSpecialized:
         if plan is None:
             fixed = {symbol: value for (symbol, _, _), value in zip(self.sources, key)}
             try:
-                plan = CompiledFx(self.gm, self.mode, self.strict, fixed, self.visible_outputs)
+                plan = CompiledFx(self.gm, self.mode, self.options, fixed, self.visible_outputs)
             except Exception as e:
                 if self.strict or not self.plans:  # the first plan's failure is the compile's
                     raise
@@ -615,14 +617,15 @@ class SizeSpecialized:
         return self._plan(key)(args)
 
 
-def compile_fx(gm, mode, strict, visible_outputs=None):
+def compile_fx(gm, mode, options, visible_outputs=None):
     """gm as ember plans: one over symbolic sizes, or one per set of sizes when they are not
     polynomials of the inputs'. `visible_outputs`: how many of gm's outputs the caller sees (a
-    training forward graph's; the rest are saved for the backward graph), None for all."""
+    training forward graph's; the rest are saved for the backward graph), None for all. `options`:
+    the backend's (dynamo.OPTIONS)."""
     try:
-        return CompiledFx(gm, mode, strict, visible_outputs=visible_outputs)
+        return CompiledFx(gm, mode, options, visible_outputs=visible_outputs)
     except NonPolynomialSize:
-        return SizeSpecialized(gm, mode, strict, visible_outputs)
+        return SizeSpecialized(gm, mode, options, visible_outputs)
 
 
 def _tensor_outputs_among(gm, count):

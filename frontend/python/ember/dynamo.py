@@ -10,15 +10,16 @@ import warnings
 import torch
 from torch._dynamo.backends.common import aot_autograd
 
-from . import _report
+from . import _C, _report
 from ._symbols import Unsupported
 
-MODES = ("default", "reduce-overhead", "max-autotune")
-OPTIONS = {"strict": bool}
+MODES = tuple(_C.mode_names())
+# Each option and the Python types it takes; the core checks the values (_C.check_options).
+OPTIONS = {"strict": (bool,), "autotune_budget_s": (int, float), "autotune_search": (str,)}
 
 
 def check_settings(mode, options):
-    """A ValueError naming the valid choices for an unknown mode or option."""
+    """A ValueError naming the valid choices for an unknown mode, option or option value."""
     mode = "default" if mode is None else mode
     if mode not in MODES:
         raise ValueError(f"ember: unknown mode {mode!r}; valid modes: {', '.join(MODES)}")
@@ -26,9 +27,17 @@ def check_settings(mode, options):
     for key, value in options.items():
         if key not in OPTIONS:
             raise ValueError(f"ember: unknown option {key!r}; valid options: {', '.join(sorted(OPTIONS))}")
-        if not isinstance(value, OPTIONS[key]):
-            raise ValueError(f"ember: option {key!r} takes {OPTIONS[key].__name__}, not {type(value).__name__}")
+        types = OPTIONS[key]
+        if not isinstance(value, types) or (isinstance(value, bool) and bool not in types):
+            names = " or ".join(t.__name__ for t in types)
+            raise ValueError(f"ember: option {key!r} takes {names}, not {type(value).__name__}")
+    _C.check_options({k: option_text(v) for k, v in options.items()})
     return mode, options
+
+
+def option_text(value):
+    """An option's value as the core's options spell it."""
+    return str(value).lower() if isinstance(value, bool) else str(value)
 
 
 def make_backend(mode="default", options=None, report=None):
@@ -39,7 +48,7 @@ def make_backend(mode="default", options=None, report=None):
     report = report if report is not None else _report.GLOBAL
 
     def compiler(kind, gm, example_inputs):
-        return _compile_graph(gm, kind, mode, strict, report, _visible_outputs(kind))
+        return _compile_graph(gm, kind, mode, options, report, _visible_outputs(kind))
 
     aot = aot_autograd(
         fw_compiler=functools.partial(compiler, "forward"),
@@ -142,13 +151,13 @@ def _traced_strides(val):
         return False
 
 
-def _compile_graph(gm, kind, mode, strict, report, visible_outputs=None):
+def _compile_graph(gm, kind, mode, options, report, visible_outputs=None):
     from ._translate import compile_fx
     start = time.perf_counter()
     try:
-        compiled = compile_fx(gm, mode, strict, visible_outputs)
+        compiled = compile_fx(gm, mode, options, visible_outputs)
     except Exception as e:  # any failure of ours: this graph runs on PyTorch, the program goes on
-        if strict:
+        if options.get("strict", False):
             raise
         reason = f"{type(e).__name__}: {e}"
         article = "an" if kind[0] in "aeiou" else "a"

@@ -240,6 +240,7 @@ class CompiledGraph {
     return d;
   }
   std::string plan() const { return exec_->describe(); }
+  std::string mode_text() const { return mode_summary(info_); }
 
  private:
   // Calls the caller's `output_storages` (with the GIL) for these buffers; remembers the tensors
@@ -322,7 +323,8 @@ void register_graph(py::module_& m) {
            py::arg("autotune_budget_s") = py::none(), py::arg("autotune_search") = "")
       .def("run", &CompiledGraph::run, py::arg("inputs"), py::arg("symbols"), py::arg("output_storages") = py::none())
       .def_property_readonly("info", &CompiledGraph::info)
-      .def_property_readonly("plan", &CompiledGraph::plan);
+      .def_property_readonly("plan", &CompiledGraph::plan)
+      .def_property_readonly("mode_summary", &CompiledGraph::mode_text);
 }
 
 }  // namespace ember::python

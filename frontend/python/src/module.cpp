@@ -4,6 +4,7 @@
 #include <pybind11/stl.h>
 
 #include "arrays.h"
+#include "frontend/compile.h"
 #include "graph.h"
 #include "tensors.h"
 #include "ir/error.h"
@@ -77,6 +78,9 @@ PYBIND11_MODULE(_C, m) {
   ep::register_torch_calls(m);
   ep::register_tensors(m);
   m.def("mode_names", &ember::mode_names);
+  m.def(
+      "check_options", [](const std::map<std::string, std::string>& options) { ember::Options::from_map(options); },
+      "Raises ValueError for an option ember does not know or a value it does not take (options as strings).");
   m.def(
       "tuning_entries",
       [] {

@@ -1,0 +1,87 @@
+"""max-autotune from PyTorch: the options reach the tuner, the first call tunes, the report says
+what was tuned (read when asked, after the first call), and bad options are clear errors."""
+import numpy as np
+import pytest
+import torch
+
+import ember
+from conftest import report_of
+
+
+def _mlp():
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.GELU(), torch.nn.Linear(128, 32),
+                               torch.nn.LayerNorm(32)).eval()
+
+
+def test_the_first_call_tunes_and_the_report_says_so(tmp_path, monkeypatch):
+    monkeypatch.setenv("EMBER_CACHE_DIR", str(tmp_path))  # an empty tuning database: it must time
+    model = _mlp()
+    compiled = ember.compile(model, mode="max-autotune",
+                             options={"autotune_budget_s": 0.5, "autotune_search": "random"})
+    x = torch.randn(16, 64)
+    with torch.no_grad():
+        before = report_of(compiled)
+        for _ in range(3):
+            torch.testing.assert_close(compiled(x), model(x), rtol=1e-4, atol=1e-5)
+    graph = report_of(compiled).as_dict()["graphs"][0]["ember"]
+    assert graph["mode"] == "max-autotune" and graph["static_plan"]
+    assert graph["autotuned"] and graph["tuning"], graph
+    assert graph["autotune_timed"] > 0  # nothing was in the database
+    assert "mode max-autotune: static plan; tuned" in report_of(compiled).text()
+    assert before is report_of(compiled)
+
+
+def test_a_second_process_reads_the_tuning_database(tmp_path, monkeypatch):
+    monkeypatch.setenv("EMBER_CACHE_DIR", str(tmp_path))
+    x = torch.randn(8, 64)
+    for attempt in range(2):
+        torch._dynamo.reset()
+        compiled = ember.compile(_mlp(), mode="max-autotune", options={"autotune_budget_s": 0.3})
+        with torch.no_grad():
+            compiled(x)
+        graph = report_of(compiled).as_dict()["graphs"][0]["ember"]
+        assert graph["autotuned"]
+    assert graph["autotune_timed"] == 0, "the second compile timed again instead of reading the database"
+    assert all(t["from_database"] for t in graph["tuning"])
+
+
+def test_default_and_reduce_overhead_do_not_tune():
+    x = torch.randn(4, 64)
+    for mode, static in (("default", False), ("reduce-overhead", True)):
+        torch._dynamo.reset()
+        compiled = ember.compile(_mlp(), mode=mode)
+        with torch.no_grad():
+            compiled(x)
+        graph = report_of(compiled).as_dict()["graphs"][0]["ember"]
+        assert graph["mode"] == mode and graph["static_plan"] == static and not graph["autotuned"]
+
+
+@pytest.mark.parametrize("options, match", [
+    ({"autotune_budget_s": -1.0}, "autotune_budget_s"),
+    ({"autotune_budget_s": float("nan")}, "autotune_budget_s"),
+    ({"autotune_budget_s": True}, "takes int or float"),
+    ({"autotune_budget_s": "5"}, "takes int or float"),
+    ({"autotune_search": "annealing"}, "autotune_search"),
+    ({"autotune_search": 3}, "takes str"),
+    ({"strict": 1}, "takes bool"),
+    ({"autotune": True}, "unknown option"),
+])
+def test_bad_options_are_value_errors_at_compile(options, match):
+    with pytest.raises(ValueError, match=match):
+        ember.compile(_mlp(), mode="max-autotune", options=options)
+    # torch.compile takes a mode or options, not both; Dynamo wraps the backend's ValueError.
+    with pytest.raises(torch._dynamo.exc.BackendCompilerFailed, match="ValueError.*" + match):
+        torch.compile(_mlp(), backend="ember", options=options)(torch.randn(2, 64))
+
+
+def test_options_reach_ember_tensors_too():
+    f = ember.compile(lambda a: ember.tensor.relu(a * 2.0) + 1.0, mode="max-autotune",
+                      options={"autotune_budget_s": 0.2})
+    a = ember.tensor.from_numpy(np.array([[-1.0, 2.0], [3.0, -4.0]], dtype=np.float32))
+    assert np.from_dlpack(f(a)).tolist() == [[1.0, 5.0], [7.0, 1.0]]
+    assert "max-autotune" in report_of(f).text()
+
+
+def test_modes_are_the_cores():
+    assert ember.MODES == ("default", "reduce-overhead", "max-autotune")
