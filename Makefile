@@ -28,7 +28,6 @@ pytest: build
 # PyTorch's whole OpInfo database through ember (about an hour; the short form is in pytest):
 # writes benchmarks/results/opinfo.md. EMBER_OPINFO_SAMPLES: samples per op, dtype and mode.
 opinfo: build
-	@$(PYTHON) -c "import expecttest" 2>/dev/null || $(PYTHON) -m pip install -q expecttest
 	EMBER_CACHE_DIR=$(CURDIR)/$(BUILD)/test-cache nice -n 10 $(PYTHON) tests/python/opinfo_full.py
 
 demo: build

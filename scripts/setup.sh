@@ -32,15 +32,22 @@ fi
 root=$(cd "$(dirname "$0")/.." && pwd)
 build_dir=${1:-build}
 venv="$root/.venv"
-python_packages=(torch==2.13.0 numpy pytest pybind11 transformers)
+# expecttest: PyTorch's OpInfo database (tests/python/test_opinfo.py) imports it. NVRTC (CUDA 13,
+# as /usr/local/cuda): the CUDA backend's compile tests; loaded at run time, never linked.
+python_packages=(torch==2.13.0 numpy pytest pybind11 transformers expecttest "nvidia-cuda-nvrtc==13.0.*")
 if [[ ! -x "$venv/bin/python" ]]; then
   echo "setup: creating $venv"
   python3 -m venv "$venv"
 fi
-if ! "$venv/bin/python" - <<'PY'
-import importlib.util, sys
-missing = [m for m in ("torch", "numpy", "pytest", "pybind11", "transformers") if importlib.util.find_spec(m) is None]
-sys.exit(1 if missing else 0)
+if ! "$venv/bin/python" - "${python_packages[@]}" <<'PY'
+import importlib.metadata, re, sys
+def installed(requirement):
+    try:
+        importlib.metadata.version(re.split(r"[=<>]", requirement)[0])
+        return True
+    except importlib.metadata.PackageNotFoundError:
+        return False
+sys.exit(0 if all(installed(r) for r in sys.argv[1:]) else 1)
 PY
 then
   echo "setup: installing ${python_packages[*]} into $venv"
