@@ -1,4 +1,4 @@
-"""How the OpInfo runner judges a compiled result against eager (TESTING.md's tolerances).
+"""How the OpInfo runner judges a compiled result against eager (docs/testing.md's tolerances).
 
 A float result passes when it is close to eager's at the dtype's tolerance, or close to a float64
 reference computed by eager from the same inputs upcast, or no worse than eager's own error
@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import torch
 from torch.utils._pytree import tree_flatten
 
-# Against eager in the same dtype. float32: TESTING.md's per-op tolerance (stated there for a
+# Against eager in the same dtype. float32: docs/testing.md's per-op tolerance (stated there for a
 # float64 reference), about ten times PyTorch's own default (rtol 1.3e-6, atol 1e-5) against
 # float32 eager; float64 and bfloat16: PyTorch's assert_close defaults.
 TOLERANCES = {

@@ -48,12 +48,12 @@ def _header(settings):
         f"`make opinfo` (tests/python/opinfo_full.py), {datetime.date.today()}, PyTorch {torch.__version__}: "
         f"ops {settings['ops']}, dtypes {', '.join(settings['dtypes'])}, modes {', '.join(settings['modes'])}, "
         f"up to {settings['samples']} samples per op, dtype and mode (spread over all of the op's samples), "
-        f"{settings['minutes']:.0f} minutes on this machine.",
+        f"{settings['minutes']:.0f} minutes on this machine" + (f" ({settings['note']})" if settings.get("note") else "") + ".",
         "",
         "Each sample of `torch.testing._internal.common_methods_invocations.op_db` becomes a function of its "
         "tensors, compiled with `torch.compile(fn, backend=ember, dynamic=False|True)` and compared with eager: "
         "its results (inference), and where the op has autograd in a float dtype, its results and the gradients "
-        "of its inputs (training). Tolerances are TESTING.md's (tests/python/opinfo_compare.py): close to eager, "
+        "of its inputs (training). Tolerances are docs/testing.md's (tests/python/opinfo_compare.py): close to eager, "
         "or to a float64 reference run by eager on the same inputs upcast, or no worse than eager's own error "
         "against that reference. A sample ember does not match runs again on PyTorch's `aot_eager` backend, the "
         "control; where that fails or mismatches too, the sample is PyTorch's problem (\"control fails\"). "
