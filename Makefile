@@ -4,7 +4,7 @@ BUILD_TYPE ?= RelWithDebInfo
 JOBS ?= $(shell nproc)
 PYTHON := $(CURDIR)/.venv/bin/python
 
-.PHONY: all setup configure build test pytest opinfo demo bench bench-kernels bench-models tsan ubsan clean
+.PHONY: all setup configure build test pytest opinfo demo bench bench-kernels bench-models tsan ubsan cuda-check clean
 
 all: build
 
@@ -51,6 +51,11 @@ bench-kernels: build
 	./$(BUILD)/benchmarks/ember_bench_kernels
 	$(PYTHON) benchmarks/torch_kernels.py
 	$(PYTHON) benchmarks/torch_compute.py
+
+# Every CUDA kernel that the unit tests' generated kernels make, compiled with NVRTC for sm_80
+# and sm_90 and assembled by ptxas (make test compiles every 8th; both replay them all emulated).
+cuda-check: test
+	./$(BUILD)/tests/ember_cuda_check $(BUILD)/launches
 
 # The compile tests (8 threads with mixed shapes among them) under ThreadSanitizer, in their own build.
 tsan: setup

@@ -313,7 +313,7 @@ struct Autotuner::State {
   }
 };
 
-Autotuner::Autotuner(Executable& exec) : state_(new State{exec, {}, std::vector<double>(exec.steps(), 0.0)}) {}
+Autotuner::Autotuner(Executable& exec) : state_(new State{exec, {}, std::vector<double>(exec.steps(), 0.0), -1, {}}) {}
 Autotuner::~Autotuner() = default;
 
 StepObserver Autotuner::observer() {

@@ -5,6 +5,7 @@
 #include <unordered_map>
 
 #include "codegen/cpu/emit_kernel.h"
+#include "codegen/launch_record.h"
 #include "ir/sha256.h"
 #include "runtime/config.h"
 #include "runtime/disk_cache.h"
@@ -17,98 +18,30 @@ namespace {
 // Elements a thread should have at least, so that small tensors stay on one thread.
 constexpr int64_t kGrainElements = 32768;
 
-// The kernel's meta array ([Note: the CPU kernel ABI]): the domain's sizes, then each operand's
-// strides over it, collapsed: size-1 dims other than the last are dropped (their index is always
-// 0), and neighbours that every operand walks as one (stride[d-1] == stride[d] * size[d]) merge.
-// The kernel's rank is kept with leading 1s. The last `tail` dims stay as they are: a row
-// kernel's reduced last dim, a column kernel's reduced dim and the last. Done in place, in a
-// buffer the thread keeps, so a launch allocates nothing.
-void collapse(int64_t* meta, int rank, size_t operands, int tail) {
-  int64_t* sizes = meta;
-  auto stride = [&](size_t k, int d) -> int64_t& { return meta[rank * (1 + k) + d]; };
-  int kept = 0;  // dims kept so far, packed at the front
-  for (int d = 0; d < rank; ++d) {
-    bool fixed = d >= rank - tail;
-    if (sizes[d] == 1 && d != rank - 1 && !fixed) continue;
-    if (kept > 0 && !fixed) {
-      // Merge into the previous kept dim when every operand allows it. An operand that
-      // broadcasts along both has stride 0 on both, and still does after the merge.
-      bool mergeable = true;
-      for (size_t k = 0; k < operands && mergeable; ++k) mergeable = stride(k, kept - 1) == stride(k, d) * sizes[d];
-      if (mergeable) {
-        sizes[kept - 1] *= sizes[d];
-        for (size_t k = 0; k < operands; ++k) stride(k, kept - 1) = stride(k, d);
-        continue;
-      }
-    }
-    sizes[kept] = sizes[d];
-    for (size_t k = 0; k < operands; ++k) stride(k, kept) = stride(k, d);
-    ++kept;
-  }
-  int pad = rank - kept;  // shift right: leading dims of size 1
-  for (int d = rank - 1; d >= 0; --d) {
-    bool real = d >= pad;
-    sizes[d] = real ? sizes[d - pad] : 1;
-    for (size_t k = 0; k < operands; ++k) stride(k, d) = real ? stride(k, d - pad) : 0;
-  }
-}
-
 }  // namespace
 
 CpuKernel::CpuKernel(KernelSpec spec, KernelFn fn, std::string name, KernelConfig config)
     : spec_(std::move(spec)), fn_(fn), name_(std::move(name)), config_(config),
       grain_(config.grain > 0 ? config.grain : kGrainElements), reduces_(spec_.reduces()),
-      columns_(reduces_ && spec_.columns) {
-  std::vector<bool> line = spec_.line_values();
-  for (int v : spec_.outputs) line_outputs_.push_back(reduces_ && line[v]);
-}
+      columns_(reduces_ && spec_.columns), layout_(layout_of(spec_)) {}
 
 void CpuKernel::run(std::span<const Array> inputs, std::span<const Array> outputs) const {
-  const int rank = spec_.rank;
-  const size_t operands = inputs.size() + outputs.size();
-  thread_local std::vector<int64_t> meta_buffer;
-  thread_local std::vector<void*> buffer_list;
-  meta_buffer.assign(rank * (1 + operands), 0);
-  buffer_list.clear();
-  int64_t* meta = meta_buffer.data();
-  // The domain: every operand broadcasts into it, right-aligned (a row output without its last
-  // dim aligns with the rows; a column output keeps its reduced dim, or has rank 1).
-  for (int d = 0; d < rank; ++d) meta[d] = 1;
-  auto widen = [&](const std::vector<int64_t>& shape, int shift) {
-    int lead = rank - shift - static_cast<int>(shape.size());
-    for (int d = std::max(lead, 0); d < rank - shift; ++d)
-      if (shape[d - lead] != 1) meta[d] = shape[d - lead];
-  };
-  for (const Array& a : inputs) widen(a.shape(), 0);
-  for (size_t o = 0; o < outputs.size(); ++o)
-    widen(outputs[o].shape(), line_outputs_[o] && !columns_ && outputs[o].rank() < rank ? 1 : 0);
-  for (size_t k = 0; k < inputs.size(); ++k) {
-    const Array& a = inputs[k];
-    int64_t* st = meta + rank * (1 + k);
-    int lead = rank - static_cast<int>(a.rank());
-    for (int d = lead; d < rank; ++d)
-      if (!spec_.inputs[k].broadcast[d]) st[d] = a.strides()[d - lead];
-    buffer_list.push_back(a.data());
-  }
-  for (size_t o = 0; o < outputs.size(); ++o) {
-    int64_t* st = meta + rank * (1 + inputs.size() + o);
-    int64_t step = 1;
-    const int reduced = spec_.reduced_dim();
-    for (int d = rank - 1; d >= 0; --d) {  // contiguous over the domain, or over its lines
-      bool along_line = line_outputs_[o] && d == reduced;
-      st[d] = along_line ? 0 : step;
-      step *= along_line ? 1 : std::max<int64_t>(meta[d], 1);
-    }
-    buffer_list.push_back(outputs[o].data());
-  }
-  collapse(meta, rank, operands, columns_ ? 2 : reduces_ ? 1 : 0);
+  // In buffers the thread keeps, so that a launch allocates nothing.
+  thread_local std::vector<int64_t> meta;
+  thread_local std::vector<void*> buffers;
+  kernel_args(layout_, inputs, outputs, meta, buffers);
+  if (!wants_record(spec_)) return launch(buffers.data(), meta.data());
+  LaunchRecord record = begin_record(spec_, meta, inputs);  // EMBER_RECORD_LAUNCHES
+  launch(buffers.data(), meta.data());
+  finish_record(record, outputs);
+}
 
-  KernelFn fn = fn_;
-  void* const* b = buffer_list.data();
-  const int64_t* m = meta;
+void CpuKernel::launch(void* const* b, const int64_t* m) const {
   if (columns_) return run_columns(b, m);
-  int64_t inner = meta[rank - 1], rows = 1;
-  for (int d = 0; d + 1 < rank; ++d) rows *= meta[d];
+  const int rank = spec_.rank;
+  KernelFn fn = fn_;
+  int64_t inner = m[rank - 1], rows = 1;
+  for (int d = 0; d + 1 < rank; ++d) rows *= m[d];
   // An empty row still has its reductions' values (a sum of nothing is 0).
   if (rows == 0 || (inner == 0 && !reduces_)) return;
   if (rows * std::max<int64_t>(inner, 1) < 2 * grain_ || num_threads() == 1) return fn(0, rows, 0, inner, b, m);

@@ -7,6 +7,7 @@
 
 #include "codegen/cpu/jit.h"
 #include "codegen/cpu/kernel_config.h"
+#include "codegen/kernel_args.h"
 #include "codegen/kernel_spec.h"
 #include "runtime/executable.h"
 
@@ -15,6 +16,8 @@ namespace ember::codegen::cpu {
 class CpuKernel : public KernelStep {
  public:
   CpuKernel(KernelSpec spec, KernelFn fn, std::string name, KernelConfig config = {});
+  CpuKernel(const CpuKernel&) = delete;  // layout_ points into spec_
+  CpuKernel& operator=(const CpuKernel&) = delete;
   void run(std::span<const Array> inputs, std::span<const Array> outputs) const override;
   std::string name() const override { return name_; }
   // Elementwise kernels load every operand of a point before they store it (a row kernel stores
@@ -29,6 +32,7 @@ class CpuKernel : public KernelStep {
   KernelFn fn() const { return fn_; }
 
  private:
+  void launch(void* const* buffers, const int64_t* meta) const;
   void run_columns(void* const* buffers, const int64_t* meta) const;
 
   KernelSpec spec_;
@@ -38,7 +42,7 @@ class CpuKernel : public KernelStep {
   int64_t grain_;  // elements a thread's share holds at least
   bool reduces_;                    // a row kernel: threads split rows only, the last dim stays whole
   bool columns_;                    // a column kernel: reduces the dim before the last
-  std::vector<bool> line_outputs_;  // outputs stored once per row or column
+  KernelLayout layout_;             // how a launch's arguments are laid out (of spec_)
 };
 
 struct KernelBuild {

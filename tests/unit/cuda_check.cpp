@@ -1,0 +1,292 @@
+// ember_cuda_check <dir> [--compile-sample N]: the CUDA code generator against every generated
+// CPU kernel that the tests launched, without a GPU (docs/testing.md). The unit tests run with
+// EMBER_RECORD_LAUNCHES=<dir> (codegen/launch_record.h); for each kernel spec recorded there:
+//   1. its CUDA source (codegen/cuda/emit_cuda.h) compiles with NVRTC for sm_80 and sm_90, in
+//      batches of kernels per program, and ptxas (from /usr/local/cuda, when present) accepts
+//      the PTX; the compile time per kernel is reported. With --compile-sample N, every N-th
+//      spec only (make test, which has minutes; make cuda-check compiles them all);
+//   2. the source, compiled by the host compiler with tests/unit/cuda_emulation.h, replays each
+//      recorded launch on the CPU (blocks of 256 threads as coroutines, barriers and warp
+//      shuffles emulated), and its outputs must be the recorded CPU kernel's within the
+//      tolerances below, which the op sweep and the fuzzers held to their references.
+// The records stay until the next test run begins (make cuda-check reads them again).
+// Exit status 0 when every kernel compiled and every launch matched.
+#include <dlfcn.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <functional>
+#include <mutex>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "codegen/cuda/emit_cuda.h"
+#include "codegen/cuda/nvrtc.h"
+#include "codegen/launch_record.h"
+#include "ir/sha256.h"
+#include "runtime/element.h"
+
+using namespace ember;
+using namespace ember::codegen;
+
+namespace {
+
+constexpr size_t kBatch = 150;  // kernels per NVRTC program and per host-compiled library
+
+struct Kernel {
+  KernelSpec spec;
+  std::string name;
+  std::vector<const LaunchRecord*> launches;
+};
+
+// Runs f(0) .. f(n - 1) on two threads (NVRTC, the host compiler and the emulation are each
+// safe to run twice at once).
+void on_two_threads(size_t n, const std::function<void(size_t)>& f) {
+  std::atomic<size_t> next{0};
+  auto work = [&] {
+    for (size_t i; (i = next++) < n;) f(i);
+  };
+  std::thread other(work);
+  work();
+  other.join();
+}
+
+double seconds_since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+// ---- 1. NVRTC and ptxas
+
+int check_compiles(const std::vector<Kernel>& kernels, const std::string& work) {
+  std::string why;
+  if (!cuda::nvrtc_available(&why)) {
+    std::printf("FAIL: %s\n", why.c_str());
+    return 1;
+  }
+  const std::string ptxas = "/usr/local/cuda/bin/ptxas";
+  bool have_ptxas = access(ptxas.c_str(), X_OK) == 0;
+  std::atomic<int> failures{0};
+  std::mutex print;
+  for (const char* arch : {"sm_80", "sm_90"}) {
+    std::atomic<int64_t> us{0};
+    size_t batches = (kernels.size() + kBatch - 1) / kBatch;
+    on_two_threads(batches, [&](size_t batch) {
+      size_t first = batch * kBatch;
+      std::string source = cuda::prelude();
+      for (size_t i = first; i < std::min(kernels.size(), first + kBatch); ++i)
+        source += cuda::emit_cuda_kernel(kernels[i].spec, kernels[i].name);
+      std::string base = work + "/" + arch + "-" + std::to_string(batch);
+      try {
+        cuda::Compiled c = cuda::nvrtc_compile(source, "batch" + std::to_string(batch), arch, false);
+        us += static_cast<int64_t>(c.ms * 1e3);
+        if (!have_ptxas) return;
+        std::ofstream(base + ".ptx") << c.image;
+        std::string command = ptxas + " -arch=" + arch + " " + base + ".ptx -o /dev/null 2>" + base + ".log";
+        if (std::system(command.c_str()) != 0) {
+          std::lock_guard<std::mutex> lock(print);
+          std::printf("FAIL: ptxas rejected the PTX of kernels %zu.. for %s:\n%s\n", first, arch, slurp(base + ".log").c_str());
+          ++failures;
+        }
+      } catch (const cuda::NvrtcError& e) {
+        std::lock_guard<std::mutex> lock(print);
+        std::printf("FAIL: %s\n", e.what());
+        ++failures;
+      }
+    });
+    double ms = us / 1e3;
+    std::printf("NVRTC %s: %zu kernels for %s in %.1f s of compiling, %.1f ms a kernel%s\n", cuda::nvrtc_version().c_str(),
+                kernels.size(), arch, ms / 1e3, kernels.empty() ? 0.0 : ms / kernels.size(),
+                have_ptxas ? "; ptxas accepts the PTX" : "; ptxas not found, PTX not assembled");
+  }
+  return failures.load();
+}
+
+// ---- 2. the host compiler and the emulation
+
+using Emulate = void (*)(void* const*, const long long*, long long, int);
+
+// Compiles the batches into shared libraries, two at a time; returns their paths ("" for a
+// batch that failed, with its log printed).
+std::vector<std::string> compile_emulated(const std::vector<Kernel>& kernels, const std::string& work) {
+  std::vector<std::string> libraries;
+  std::string header = std::string(EMBER_SOURCE_DIR) + "/tests/unit/cuda_emulation.h";
+  for (size_t first = 0, batch = 0; first < kernels.size(); first += kBatch, ++batch) {
+    std::string source = cuda::prelude();
+    for (size_t i = first; i < std::min(kernels.size(), first + kBatch); ++i)
+      source += cuda::emit_cuda_kernel(kernels[i].spec, kernels[i].name);
+    std::string base = work + "/emulated" + std::to_string(batch);
+    std::ofstream(base + ".cu") << source;
+    libraries.push_back(base + ".so");
+  }
+  on_two_threads(libraries.size(), [&](size_t batch) {
+    std::string base = work + "/emulated" + std::to_string(batch);
+    std::string command = "c++ -std=c++17 -O0 -w -x c++ -DEMBER_CUDA_EMULATION -include " + header + " -shared -fPIC " +
+                          base + ".cu -o " + base + ".so 2>" + base + ".log";
+    if (std::system(command.c_str()) != 0) {
+      std::printf("FAIL: the host compiler rejected %s.cu:\n%s\n", base.c_str(), slurp(base + ".log").substr(0, 4000).c_str());
+      libraries[batch].clear();
+    }
+  });
+  return libraries;
+}
+
+// Whether CUDA's value `got` is the CPU kernel's `want`, for a value of dtype dt: integers and
+// booleans exact; floats within docs/testing.md's one-op tolerance for the dtype (both backends
+// stand within it of the reference, whose math functions each approximates its own way), plus,
+// for a kernel that folds, 1e-4 of the largest magnitude of the output (a fold in another order
+// differs by that much, relative to the whole); NaN and infinities equal.
+bool close(double got, double want, DType dt, bool folds, double largest) {
+  if (!is_floating(dt)) return got == want;
+  if (std::isnan(want) || std::isinf(want)) return (std::isnan(got) && std::isnan(want)) || got == want;
+  double rtol = dt == DType::BFloat16 ? 1e-2 : dt == DType::Float16 ? 2e-3 : 1e-4;
+  double atol = dt == DType::Float64 ? 1e-12 : 1.5e-5;
+  return std::abs(got - want) <= rtol * std::abs(want) + atol + (folds ? 1e-4 * largest : 0.0);
+}
+
+// An operand's bytes between two guards, so that a kernel that writes outside its operands is
+// caught at its launch (a write past the end once corrupted the heap and crashed a later replay).
+class Guarded {
+ public:
+  static constexpr size_t kGuard = 256;
+  static constexpr char kFill = '\xa5';
+  explicit Guarded(const std::string& bytes) : memory_(kGuard + bytes.size() + kGuard, kFill) {
+    std::memcpy(data(), bytes.data(), bytes.size());
+    size_ = bytes.size();
+  }
+  char* data() { return memory_.data() + kGuard; }
+  std::string bytes() const { return memory_.substr(kGuard, size_); }
+  bool guards_intact() const {
+    auto kept = [&](size_t from, size_t n) {
+      return std::all_of(memory_.begin() + from, memory_.begin() + from + n, [](char c) { return c == kFill; });
+    };
+    return kept(0, kGuard) && kept(kGuard + size_, kGuard);
+  }
+
+ private:
+  std::string memory_;
+  size_t size_ = 0;
+};
+
+// Replays one launch; returns "" or what differed.
+std::string replay(const Kernel& k, const LaunchRecord& r, Emulate emulate) {
+  std::vector<Guarded> memory;  // each operand's bytes
+  for (const auto& op : r.inputs) memory.emplace_back(op.bytes);
+  for (const auto& op : r.outputs) memory.emplace_back(std::string(op.bytes.size(), '\0'));
+  std::vector<void*> buffers;
+  for (Guarded& m : memory) buffers.push_back(m.data());
+  // Few small blocks: two warps each (the block reduction still crosses warps) and at most four of
+  // them (the grid-stride loops take the rest), so the coroutines stay few.
+  emulate(buffers.data(), reinterpret_cast<const long long*>(r.meta.data()), cuda::grid_of(k.spec, r.meta.data(), 4), 64);
+  for (size_t m = 0; m < memory.size(); ++m) {
+    if (!memory[m].guards_intact()) return "wrote outside operand " + std::to_string(m);
+    if (m < r.inputs.size() && memory[m].bytes() != r.inputs[m].bytes) return "wrote input " + std::to_string(m);
+  }
+  for (size_t o = 0; o < r.outputs.size(); ++o) {
+    DType dt = r.outputs[o].dtype;
+    const std::string& want = r.outputs[o].bytes;
+    const std::string got = memory[r.inputs.size() + o].bytes();
+    size_t n = want.size() / itemsize(dt);
+    double largest = 0;
+    for (size_t i = 0; i < n; ++i) {
+      double w = element::load<double>(want.data() + i * itemsize(dt), dt);
+      if (std::isfinite(w)) largest = std::max(largest, std::abs(w));
+    }
+    for (size_t i = 0; i < n; ++i) {
+      double g = element::load<double>(got.data() + i * itemsize(dt), dt);
+      double w = element::load<double>(want.data() + i * itemsize(dt), dt);
+      if (!close(g, w, dt, k.spec.reduces(), largest))
+        return "output " + std::to_string(o) + " element " + std::to_string(i) + ": CUDA " + std::to_string(g) +
+               ", CPU " + std::to_string(w);
+    }
+  }
+  return "";
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  size_t sample = 1;
+  if (argc == 4 && std::string(argv[2]) == "--compile-sample") sample = std::max(1, std::atoi(argv[3]));
+  if (argc != 2 && argc != 4) {
+    std::fprintf(stderr, "usage: ember_cuda_check <launch record dir> [--compile-sample N]\n");
+    return 2;
+  }
+  auto start = std::chrono::steady_clock::now();
+  std::string dir = argv[1];
+  int bad = 0;
+  std::vector<LaunchRecord> records = read_records(dir, &bad);
+  std::map<std::string, Kernel> by_spec;
+  int not_emitted = 0;
+  for (const LaunchRecord& r : records) {
+    auto it = by_spec.find(r.spec);
+    if (it == by_spec.end()) {
+      KernelSpec spec = parse_kernel_spec(r.spec);
+      if (!cuda::can_emit_cuda(spec)) {
+        ++not_emitted;
+        continue;
+      }
+      it = by_spec.emplace(r.spec, Kernel{spec, "k_" + sha256_hex(r.spec).substr(0, 16), {}}).first;
+    }
+    it->second.launches.push_back(&r);
+  }
+  std::vector<Kernel> kernels;
+  for (auto& [text, k] : by_spec) kernels.push_back(std::move(k));
+  std::printf("%zu launches of %zu kernel specs recorded in %s (%d unreadable, %d specs without a CUDA form)\n",
+              records.size(), kernels.size(), dir.c_str(), bad, not_emitted);
+  if (kernels.empty()) {
+    std::printf("FAIL: nothing to check: run the unit tests with EMBER_RECORD_LAUNCHES=%s first\n", dir.c_str());
+    return 1;
+  }
+  std::string work = dir + "/work";
+  std::filesystem::create_directories(work);
+  std::vector<Kernel> sampled;
+  for (size_t i = 0; i < kernels.size(); i += sample) sampled.push_back(kernels[i]);
+  int failures = check_compiles(sampled, work);
+  std::printf("compiled and assembled in %.1f s\n", seconds_since(start));
+
+  auto emulation_start = std::chrono::steady_clock::now();
+  std::vector<std::string> libraries = compile_emulated(kernels, work);
+  double compile_s = seconds_since(emulation_start);
+  auto replay_start = std::chrono::steady_clock::now();
+  std::atomic<int> launches{0}, mismatches{0}, missing{0};
+  std::mutex print;
+  std::vector<void*> handles;
+  for (const std::string& library : libraries)
+    handles.push_back(library.empty() ? nullptr : dlopen(library.c_str(), RTLD_NOW | RTLD_LOCAL));
+  on_two_threads(kernels.size(), [&](size_t i) {
+    void* handle = handles[i / kBatch];
+    auto emulate = handle ? reinterpret_cast<Emulate>(dlsym(handle, (kernels[i].name + "_emulate").c_str())) : nullptr;
+    if (!emulate) {
+      ++missing;
+      return;
+    }
+    for (const LaunchRecord* r : kernels[i].launches) {
+      ++launches;
+      std::string why = replay(kernels[i], *r, emulate);
+      if (why.empty()) continue;
+      std::lock_guard<std::mutex> lock(print);
+      if (++mismatches <= 10) std::printf("MISMATCH %s: %s\n%s\n", kernels[i].name.c_str(), why.c_str(), r->spec.c_str());
+    }
+  });
+  failures += missing;
+  if (missing) std::printf("FAIL: %d kernels have no emulated library\n", missing.load());
+  std::printf("emulated: %d launches of %zu kernels, %d mismatches (host compile %.1f s, replays %.1f s, all %.1f s)\n",
+              launches.load(), kernels.size(), mismatches.load(), compile_s, seconds_since(replay_start),
+              seconds_since(start));
+  return failures == 0 && mismatches == 0 ? 0 : 1;
+}
