@@ -21,9 +21,14 @@ test: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 	@$(MAKE) --no-print-directory pytest
 
-# The Python tests alone.
+# The Python tests alone. They record the first launch of each generated kernel (the model set's,
+# the OpInfo samples'), and the CUDA check compiles every 8th with NVRTC and replays them all, as
+# cuda.generated_kernels does for the unit tests' (docs/testing.md).
 pytest: build
-	EMBER_CACHE_DIR=$(CURDIR)/$(BUILD)/test-cache $(PYTHON) -m pytest -q tests/python
+	rm -rf $(BUILD)/launches-python
+	EMBER_CACHE_DIR=$(CURDIR)/$(BUILD)/test-cache EMBER_RECORD_LAUNCHES=$(CURDIR)/$(BUILD)/launches-python \
+		$(PYTHON) -m pytest -q tests/python
+	./$(BUILD)/tests/ember_cuda_check $(BUILD)/launches-python --compile-sample 8
 
 # PyTorch's whole OpInfo database through ember (about an hour; the short form is in pytest):
 # writes benchmarks/results/opinfo.md. EMBER_OPINFO_SAMPLES: samples per op, dtype and mode.
@@ -56,6 +61,7 @@ bench-kernels: build
 # and sm_90 and assembled by ptxas (make test compiles every 8th; both replay them all emulated).
 cuda-check: test
 	./$(BUILD)/tests/ember_cuda_check $(BUILD)/launches
+	./$(BUILD)/tests/ember_cuda_check $(BUILD)/launches-python
 
 # The compile tests (8 threads with mixed shapes among them) under ThreadSanitizer, in their own build.
 tsan: setup

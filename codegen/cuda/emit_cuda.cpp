@@ -330,6 +330,14 @@ class CudaWriter {
 
   // ---- levels of reductions ([Note: row kernels] in codegen/cpu/emit_kernel.cpp)
 
+  // The outputs stored at every element of the line (`along`), and those stored once per line.
+  std::pair<std::vector<int>, std::vector<int>> outputs_by_line() const {
+    std::vector<int> along, once;
+    for (size_t out = 0; out < spec_.outputs.size(); ++out)
+      (line_[spec_.outputs[out]] ? once : along).push_back(static_cast<int>(out));
+    return {along, once};
+  }
+
   std::vector<int> levels() const {
     std::vector<int> level(inputs_, 0);
     for (const KernelInstr& b : spec_.body) {
@@ -455,9 +463,7 @@ class CudaWriter {
       line_values_at(level, l, row_scope);
     }
     // The outputs over the row, then the row outputs once.
-    std::vector<int> along, once;
-    for (size_t out = 0; out < spec_.outputs.size(); ++out)
-      (line_[spec_.outputs[out]] ? once : along).push_back(static_cast<int>(out));
+    auto [along, once] = outputs_by_line();
     if (!along.empty()) {
       open("for (i64 j = threadIdx.x; j < inner; j += blockDim.x) {");
       Scope element{&row_scope, row_offsets_at(base, "j"), {}};
@@ -538,9 +544,7 @@ class CudaWriter {
         });
       line_values_at(level, l, column_scope);
     }
-    std::vector<int> along, once;
-    for (size_t out = 0; out < spec_.outputs.size(); ++out)
-      (line_[spec_.outputs[out]] ? once : along).push_back(static_cast<int>(out));
+    auto [along, once] = outputs_by_line();
     if (!along.empty()) {
       open("for (i64 i = 0; i < down; ++i) {");
       Scope element{&column_scope, {}, {}};

@@ -43,18 +43,15 @@ __device__ __forceinline__ i64 ember_neg(i64 a) { return ember_wrap_sub(0, a); }
 template <class T> __device__ __forceinline__ T ember_relu(T a) { return (a > (T)0 || ember_nan(a)) ? a : (T)0; }
 
 // The rounding ops are the identity on integers.
-__device__ __forceinline__ float ember_floor(float x) { return floorf(x); }
-__device__ __forceinline__ double ember_floor(double x) { return floor(x); }
-__device__ __forceinline__ i64 ember_floor(i64 x) { return x; }
-__device__ __forceinline__ float ember_ceil(float x) { return ceilf(x); }
-__device__ __forceinline__ double ember_ceil(double x) { return ceil(x); }
-__device__ __forceinline__ i64 ember_ceil(i64 x) { return x; }
-__device__ __forceinline__ float ember_round(float x) { return rintf(x); }
-__device__ __forceinline__ double ember_round(double x) { return rint(x); }
-__device__ __forceinline__ i64 ember_round(i64 x) { return x; }
-__device__ __forceinline__ float ember_trunc(float x) { return truncf(x); }
-__device__ __forceinline__ double ember_trunc(double x) { return trunc(x); }
-__device__ __forceinline__ i64 ember_trunc(i64 x) { return x; }
+#define EMBER_ROUNDING(name, f32, f64) \
+  __device__ __forceinline__ float ember_##name(float x) { return f32(x); } \
+  __device__ __forceinline__ double ember_##name(double x) { return f64(x); } \
+  __device__ __forceinline__ i64 ember_##name(i64 x) { return x; }
+EMBER_ROUNDING(floor, floorf, floor)
+EMBER_ROUNDING(ceil, ceilf, ceil)
+EMBER_ROUNDING(round, rintf, rint)
+EMBER_ROUNDING(trunc, truncf, trunc)
+#undef EMBER_ROUNDING
 
 #define EMBER_MATH(name, f32, f64) \
   __device__ __forceinline__ float ember_##name(float x) { return f32(x); } \
