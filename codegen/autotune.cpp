@@ -34,6 +34,7 @@
 #include "codegen/cpu/emit_kernel.h"
 #include "ir/error.h"
 #include "runtime/config.h"
+#include "runtime/kernels/mkl.h"
 #include "runtime/thread_pool.h"
 
 namespace ember::codegen {
@@ -80,7 +81,7 @@ Choice choice_at(const Space& space, const Point& p) {
   for (size_t k = 0; k < space.size(); ++k) {
     if (p[k] == 0) continue;
     std::string field = space[k].name + "=";
-    if (space[k].name == "gemm") field += static_cast<GemmRoute>(space[k].options[p[k]]) == GemmRoute::Blas ? "blas" : "onednn";
+    if (space[k].name == "gemm") field += route_name(static_cast<GemmRoute>(space[k].options[p[k]]));
     else field += std::to_string(space[k].options[p[k]]);
     std::string& part = is_setting(space[k].name) ? settings : c.kernel;
     part += (part.empty() ? "" : " ") + field;
@@ -269,7 +270,9 @@ Space step_space(const Executable& exec, int step) {
   if (const KernelStep* k = exec.step_kernel(step).get()) {
     space = k->knobs();
   } else if (is_float32_gemm(exec.step_node(step))) {
-    space.push_back({"gemm", {0, static_cast<int64_t>(GemmRoute::OneDnn), static_cast<int64_t>(GemmRoute::Blas)}});
+    Knob routes{"gemm", {0, static_cast<int64_t>(GemmRoute::OneDnn), static_cast<int64_t>(GemmRoute::Blas)}};
+    if (kernels::mkl_available()) routes.options.push_back(static_cast<int64_t>(GemmRoute::Mkl));
+    space.push_back(routes);
   } else {
     return space;
   }

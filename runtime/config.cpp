@@ -63,6 +63,7 @@ const std::vector<Setting>& settings() {
       {"EMBER_CACHE_MAX_MB", "the disk cache's size limit per kind of entry, in MiB (default 1024)"},
       {"EMBER_PERF_MAP", "1 to name each loaded kernel in /tmp/perf-<pid>.map, for perf report"},
       {"EMBER_RECORD_LAUNCHES", "a directory: the first launch of each generated kernel is written there, to replay on another backend (tests/unit/cuda_check.cpp)"},
+      {"EMBER_MKL_LIBRARY", "a library with MKL's sgemm_ (PyTorch's libtorch_cpu.so) to load for max-autotune's MKL GEMM route; by default the route exists only where PyTorch is loaded"},
       {"EMBER_NVRTC_LIBRARY", "the path of libnvrtc, when the CUDA code generator should not search for it"},
       {"EMBER_AUTOTUNE_BUDGET_S", "max-autotune's time per compiled graph, in seconds, when the options do not set it (default 30)"},
       {"EMBER_AUTOTUNE_SEARCH", "max-autotune's search when the options do not set it: auto, exhaustive, random or bayes"},

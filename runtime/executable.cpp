@@ -63,7 +63,7 @@ void Executable::plan_slots(const std::vector<FusedStep>& fused) {
     if (n->op == Op::Input || n->op == Op::Constant) continue;
     int g = group_of[n->id()];
     if (g >= 0 && fused[g].nodes.front() != n) continue;  // a group is one step, at its first node
-    Step step{n, g >= 0 ? fused[g].kernel : nullptr, {}, {}, {}};
+    Step step{n, g >= 0 ? fused[g].kernel : nullptr, {}, {}, {}, {}};
     if (g >= 0) {
       for (const Value& in : fused[g].inputs) step.inputs.push_back(slot(in));
       for (const Value& out : fused[g].outputs) step.outputs.push_back(slot(out));

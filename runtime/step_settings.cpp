@@ -11,14 +11,6 @@ namespace {
 
 thread_local StepSettings current;
 
-const char* route_name(GemmRoute r) {
-  switch (r) {
-    case GemmRoute::Auto: return "auto";
-    case GemmRoute::OneDnn: return "onednn";
-    case GemmRoute::Blas: return "blas";
-  }
-  return "?";
-}
 
 }  // namespace
 
@@ -54,12 +46,25 @@ int64_t positive_field(const std::string& name, const std::string& value, std::s
   return n;
 }
 
+namespace {
+
+// The route named `name` into `route`; false for no route of that name.
+bool parse_route(const std::string& name, GemmRoute& route) {
+  for (GemmRoute r : {GemmRoute::Auto, GemmRoute::OneDnn, GemmRoute::Blas, GemmRoute::Mkl})
+    if (name == route_name(r)) {
+      route = r;
+      return true;
+    }
+  return false;
+}
+
+}  // namespace
+
 StepSettings StepSettings::parse(std::string_view text) {
   StepSettings s;
   for (const auto& [name, value] : choice_fields(text, "step settings")) {
     if (name == "threads") s.threads = static_cast<int>(positive_field(name, value, "step settings"));
-    else if (name == "gemm" && (value == "auto" || value == "onednn" || value == "blas"))
-      s.gemm = value == "onednn" ? GemmRoute::OneDnn : value == "blas" ? GemmRoute::Blas : GemmRoute::Auto;
+    else if (name == "gemm" && parse_route(value, s.gemm)) continue;
     else EMBER_THROW(Value, "[step settings] unknown setting '", name, "=", value, "'");
   }
   return s;
@@ -75,5 +80,15 @@ ScopedStepSettings::~ScopedStepSettings() {
 }
 
 GemmRoute current_gemm_route() { return current.gemm; }
+
+const char* route_name(GemmRoute r) {
+  switch (r) {
+    case GemmRoute::Auto: return "auto";
+    case GemmRoute::OneDnn: return "onednn";
+    case GemmRoute::Blas: return "blas";
+    case GemmRoute::Mkl: return "mkl";
+  }
+  return "?";
+}
 
 }  // namespace ember

@@ -18,8 +18,12 @@ struct Knob {
   std::vector<int64_t> options;
 };
 
-// Where a float32 GEMM goes. Auto: ember's rule (runtime/kernels/common.cpp, gemm_impl).
-enum class GemmRoute : uint8_t { Auto, OneDnn, Blas };
+// Where a float32 GEMM goes. Auto: ember's rule (runtime/kernels/common.cpp, gemm_impl). Mkl:
+// PyTorch's MKL, where the process has it (runtime/kernels/mkl.h; OpenBLAS where it has not).
+enum class GemmRoute : uint8_t { Auto, OneDnn, Blas, Mkl };
+
+// A route's name in settings' text ("auto", "onednn", "blas", "mkl").
+const char* route_name(GemmRoute route);
 
 struct StepSettings {
   int threads = 0;  // at most this many threads, the caller included (0: as many as the call has)

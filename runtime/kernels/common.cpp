@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "runtime/kernels/kernel.h"
+#include "runtime/kernels/mkl.h"
 #include "runtime/kernels/onednn.h"
 #include "runtime/step_settings.h"
 #include "runtime/thread_pool.h"
@@ -204,26 +205,35 @@ void gemm_impl(const T* a, const T* b, T* c, int64_t m, int64_t n, int64_t k, bo
   // gradients) stays with OpenBLAS: level with oneDNN there (docs/dependencies.md). A step that
   // max-autotune measured takes the route it chose (runtime/step_settings.h).
   constexpr int64_t kFewColumns = 64;
+  bool mkl = false;
   if constexpr (std::is_same_v<T, float>) {
     GemmRoute route = current_gemm_route();
     bool onednn = route == GemmRoute::OneDnn ||
                   (route == GemmRoute::Auto && (trans_b || n <= kFewColumns || onednn_has_avx512()));
     if (!trans_a && onednn && onednn_gemm(DType::Float32, a, b, c, m, n, k, trans_b, beta)) return;
+    mkl = route == GemmRoute::Mkl && mkl_available();
   }
   use_single_threaded_blas();
+  // One block of C on one thread: MKL's sgemm where the step chose it (runtime/kernels/mkl.h).
+  auto block_gemm = [mkl](const T* a, const T* b, T* c, int64_t m, int64_t n, int64_t k, bool trans_a, bool trans_b,
+                         T beta, int64_t lda, int64_t ldb, int64_t ldc) {
+    if constexpr (std::is_same_v<T, float>)
+      if (mkl && mkl_sgemm(a, b, c, m, n, k, trans_a, trans_b, beta, lda, ldb, ldc)) return;
+    blas_gemm(a, b, c, m, n, k, trans_a, trans_b, beta, lda, ldb, ldc);
+  };
   const int64_t lda = trans_a ? m : k, ldb = trans_b ? k : n;
   const int64_t flops = 2 * m * n * k, threads = num_threads();
   const int64_t blocks = std::min<int64_t>(threads, std::max<int64_t>(1, flops / kMinBlockFlops));
   const bool by_rows = m >= blocks * kBlockAlign || m >= n;
   const int64_t extent = by_rows ? m : n;
   const int64_t block = (extent / blocks + kBlockAlign - 1) / kBlockAlign * kBlockAlign;
-  if (blocks <= 1 || block >= extent) return blas_gemm(a, b, c, m, n, k, trans_a, trans_b, beta, lda, ldb, n);
+  if (blocks <= 1 || block >= extent) return block_gemm(a, b, c, m, n, k, trans_a, trans_b, beta, lda, ldb, n);
   const int64_t count = (extent + block - 1) / block;
   parallel_for(count, 1, [&](int64_t first, int64_t last) {
     for (int64_t i = first; i < last; ++i) {
       int64_t lo = i * block, len = std::min(extent, lo + block) - lo;
-      if (by_rows) blas_gemm(a + (trans_a ? lo : lo * k), b, c + lo * n, len, n, k, trans_a, trans_b, beta, lda, ldb, n);
-      else blas_gemm(a, b + (trans_b ? lo * k : lo), c + lo, m, len, k, trans_a, trans_b, beta, lda, ldb, n);
+      if (by_rows) block_gemm(a + (trans_a ? lo : lo * k), b, c + lo * n, len, n, k, trans_a, trans_b, beta, lda, ldb, n);
+      else block_gemm(a, b + (trans_b ? lo * k : lo), c + lo, m, len, k, trans_a, trans_b, beta, lda, ldb, n);
     }
   });
 }

@@ -85,3 +85,21 @@ def test_options_reach_ember_tensors_too():
 
 def test_modes_are_the_cores():
     assert ember.MODES == ("default", "reduce-overhead", "max-autotune")
+
+
+def test_under_pytorch_a_gemm_may_go_to_pytorchs_mkl(tmp_path, monkeypatch, capfd):
+    """With PyTorch loaded, max-autotune times MKL's sgemm (libtorch_cpu.so) beside oneDNN and
+    OpenBLAS for each float32 GEMM (runtime/kernels/mkl.h); whichever wins, the result is right."""
+    monkeypatch.setenv("EMBER_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("EMBER_LOG", "autotune")
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(96, 80), torch.nn.ReLU(), torch.nn.Linear(80, 48)).eval()
+    compiled = ember.compile(model, mode="max-autotune",
+                             options={"autotune_budget_s": 2.0, "autotune_search": "exhaustive"})
+    x = torch.randn(64, 96)
+    with torch.no_grad():
+        for _ in range(2):
+            torch.testing.assert_close(compiled(x), model(x), rtol=1e-4, atol=1e-5)
+    log = capfd.readouterr().err
+    assert "gemm=mkl" in log, log[-2000:]
+    assert "rejected" not in log  # MKL's product agreed with the default's

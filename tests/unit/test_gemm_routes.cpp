@@ -1,0 +1,83 @@
+// Every float32 GEMM route a step may choose (runtime/step_settings.h) computes the same product:
+// ember's rule, oneDNN, OpenBLAS on the pool, and PyTorch's MKL (runtime/kernels/mkl.h). The MKL
+// case runs as its own CTest with EMBER_MKL_LIBRARY naming the virtual environment's
+// libtorch_cpu.so; elsewhere the MKL route falls back to OpenBLAS and must still be right.
+#include <cmath>
+#include <cstdlib>
+#include <random>
+#include <vector>
+
+#include "runtime/kernels/kernel.h"
+#include "runtime/kernels/mkl.h"
+#include "runtime/step_settings.h"
+#include "runtime/thread_pool.h"
+#include "tests/catch.h"
+
+using namespace ember;
+
+namespace {
+
+struct Shape {
+  int64_t m, n, k;
+  bool trans_a, trans_b;
+  float beta;
+};
+
+// C = op(A) op(B) + beta C in double, row-major.
+std::vector<float> reference(const std::vector<float>& a, const std::vector<float>& b, std::vector<float> c,
+                             const Shape& s) {
+  for (int64_t i = 0; i < s.m; ++i)
+    for (int64_t j = 0; j < s.n; ++j) {
+      double acc = 0;
+      for (int64_t p = 0; p < s.k; ++p) {
+        double x = s.trans_a ? a[p * s.m + i] : a[i * s.k + p];
+        double y = s.trans_b ? b[j * s.k + p] : b[p * s.n + j];
+        acc += x * y;
+      }
+      c[i * s.n + j] = static_cast<float>(acc + (s.beta != 0 ? s.beta * c[i * s.n + j] : 0.0));
+    }
+  return c;
+}
+
+void check_route(GemmRoute route) {
+  std::mt19937 rng(7);
+  std::normal_distribution<float> normal;
+  const Shape shapes[] = {{1, 1, 1, false, false, 0},     {3, 5, 7, false, true, 0},   {64, 48, 33, true, false, 1},
+                          {257, 130, 96, false, false, 0}, {512, 384, 256, false, true, 1}, {31, 700, 64, true, true, 0},
+                          {40, 1, 9, false, false, 0},     {0, 8, 8, false, false, 0},  {8, 8, 0, false, false, 0}};
+  for (const Shape& s : shapes) {
+    std::vector<float> a(s.m * s.k), b(s.k * s.n), c(s.m * s.n);
+    for (auto* v : {&a, &b, &c})
+      for (float& x : *v) x = normal(rng);
+    std::vector<float> want = reference(a, b, c, s);
+    {
+      ScopedStepSettings settings(StepSettings{.threads = 0, .gemm = route});
+      kernels::gemm(a.data(), b.data(), c.data(), s.m, s.n, s.k, s.trans_b, s.beta, s.trans_a);
+    }
+    INFO(route_name(route) << " " << s.m << "x" << s.n << "x" << s.k << " trans_a " << s.trans_a << " trans_b "
+                           << s.trans_b << " beta " << s.beta);
+    for (size_t i = 0; i < c.size(); ++i) REQUIRE(std::abs(c[i] - want[i]) <= 1e-4f * (1 + std::abs(want[i])) * std::sqrt(s.k + 1.0f));
+  }
+}
+
+}  // namespace
+
+TEST_CASE("gemm routes: every route computes the same product", "[gemm]") {
+  for (GemmRoute route : {GemmRoute::Auto, GemmRoute::OneDnn, GemmRoute::Blas, GemmRoute::Mkl}) check_route(route);
+}
+
+TEST_CASE("gemm routes: a route's name is its settings' text", "[gemm]") {
+  for (GemmRoute route : {GemmRoute::OneDnn, GemmRoute::Blas, GemmRoute::Mkl}) {
+    StepSettings s{.threads = 1, .gemm = route};
+    REQUIRE(StepSettings::parse(s.str()) == s);
+    REQUIRE(s.str() == std::string("threads=1 gemm=") + route_name(route));
+  }
+  REQUIRE_THROWS(StepSettings::parse("gemm=cublas"));
+}
+
+// Run by CTest as gemm_routes.mkl, with EMBER_MKL_LIBRARY set (tests/CMakeLists.txt).
+TEST_CASE("gemm routes: PyTorch's MKL, found and right", "[.mkl]") {
+  REQUIRE(std::getenv("EMBER_MKL_LIBRARY"));
+  REQUIRE(kernels::mkl_available());
+  check_route(GemmRoute::Mkl);
+}
