@@ -126,6 +126,9 @@ std::string step_signature(const Executable& exec, int step, std::span<const Arr
   } else {
     const Node* n = exec.step_node(step);
     s = "op " + std::string(n->info().name) + " " + attrs_str(n->attrs);
+    // A GEMM's choices depend on the process: one without PyTorch has no MKL route, and must
+    // not take a choice of "mkl" (which would run OpenBLAS there) measured by one with it.
+    if (is_float32_gemm(n) && kernels::mkl_available()) s += " routes+mkl";
   }
   s += "\ninputs";
   for (const Array& a : inputs) s += " " + layout_signature(a);
