@@ -73,8 +73,9 @@ def tuning_figures(compiled):
 def warm_first_call(name, cache_dir):
     """A second process with the tuning database filled: its first call's time and what it timed."""
     env = dict(os.environ, EMBER_CACHE_DIR=cache_dir)
-    out = subprocess.run([sys.executable, __file__, "--warm-child", name], env=env, capture_output=True, text=True,
-                         timeout=1800)
+    # The same thread count: it is part of each step's tuning key.
+    command = [sys.executable, __file__, "--warm-child", name, "--threads", str(torch.get_num_threads())]
+    out = subprocess.run(command, env=env, capture_output=True, text=True, timeout=1800)
     if out.returncode != 0:
         raise RuntimeError(out.stderr[-2000:])
     return json.loads(out.stdout.strip().splitlines()[-1])
