@@ -3,7 +3,6 @@ random weights, built from configs) compiled by ember in each mode, checked agai
 speedups and ember's report."""
 import copy
 import os
-import statistics
 import sys
 import time
 import warnings
@@ -12,18 +11,10 @@ import torch
 
 sys.path.insert(0, os.path.dirname(__file__))
 import model_zoo  # noqa: E402
+from autotune import interleaved  # noqa: E402
 
 import ember  # noqa: E402
 from ember._compile import report_of  # noqa: E402
-
-
-def median_ms(fn, args, repeats=10):
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn(*args)
-        times.append(time.perf_counter() - start)
-    return statistics.median(times) * 1e3
 
 
 def main():
@@ -34,19 +25,27 @@ def main():
         model.eval()
         with torch.no_grad():
             expected = model_zoo.main_output(model(*args))
-            eager_ms = median_ms(model, args)
-            print(f"\n== {name}: eager {eager_ms:.2f} ms")
-            for mode in ember.MODES:
-                torch._dynamo.reset()
+            # Eager alone, before anything is compiled: right after an ember call its time swings
+            # (from 21 to 34 ms on GPT-2 here) with what the other threads and caches hold.
+            eager_ms = interleaved({"eager": model}, args, repeats=10)["eager"] * 1e3
+            variants, lines = {}, {}
+            torch._dynamo.reset()
+            for mode in ember.MODES:  # no reset in between: it would drop the others' code
                 compiled = ember.compile(model, mode=mode)
                 start = time.perf_counter()
                 actual = model_zoo.main_output(compiled(*args))
                 first_s = time.perf_counter() - start
                 ok = torch.allclose(actual, expected, rtol=1e-4, atol=1e-4)
                 failures += not ok
-                ms = median_ms(compiled, args)
-                print(f"ember {mode:16s} {ms:8.2f} ms  {eager_ms / ms:5.2f}x eager  first call {first_s:.2f} s  "
-                      f"{'matches eager' if ok else 'DIFFERS FROM EAGER'}")
+                variants[mode] = compiled
+                lines[mode] = f"first call {first_s:.2f} s  {'matches eager' if ok else 'DIFFERS FROM EAGER'}"
+            # The modes timed together, each repeat in another order (benchmarks/autotune.py says
+            # why): one after another, the mode timed right after max-autotune's tuning paid for it.
+            seconds = interleaved(variants, args, repeats=20)
+            print(f"\n== {name}: eager {eager_ms:.2f} ms (medians; the modes' calls interleaved)")
+            for mode in ember.MODES:
+                ms = seconds[mode] * 1e3
+                print(f"ember {mode:16s} {ms:8.2f} ms  {eager_ms / ms:5.2f}x eager  {lines[mode]}")
             print(report_of(compiled).text())
     print("\ndemo: all models match eager" if not failures else f"\ndemo: {failures} results differ from eager")
     return 1 if failures else 0
