@@ -30,7 +30,10 @@ void CpuKernel::run(std::span<const Array> inputs, std::span<const Array> output
   thread_local std::vector<int64_t> meta;
   thread_local std::vector<void*> buffers;
   kernel_args(layout_, inputs, outputs, meta, buffers);
-  if (!wants_record(spec_)) return launch(buffers.data(), meta.data());
+  if (record_settled_.load(std::memory_order_relaxed) || !wants_record(spec_)) {
+    record_settled_.store(true, std::memory_order_relaxed);
+    return launch(buffers.data(), meta.data());
+  }
   LaunchRecord record = begin_record(spec_, meta, inputs);  // EMBER_RECORD_LAUNCHES
   launch(buffers.data(), meta.data());
   finish_record(record, outputs);

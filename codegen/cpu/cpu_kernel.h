@@ -3,6 +3,7 @@
 // this call's sizes and strides on the thread pool.
 #pragma once
 
+#include <atomic>
 #include <memory>
 
 #include "codegen/cpu/jit.h"
@@ -43,6 +44,9 @@ class CpuKernel : public KernelStep {
   bool reduces_;                    // a row kernel: threads split rows only, the last dim stays whole
   bool columns_;                    // a column kernel: reduces the dim before the last
   KernelLayout layout_;             // how a launch's arguments are laid out (of spec_)
+  // Whether launch recording (EMBER_RECORD_LAUNCHES) has nothing more to do for this kernel, so
+  // that a launch asks it once, not once per launch (it hashes the spec).
+  mutable std::atomic<bool> record_settled_{false};
 };
 
 struct KernelBuild {
