@@ -11,6 +11,7 @@ const char* error_kind_name(ErrorKind kind) {
     case ErrorKind::Internal: return "Internal";
     case ErrorKind::Index: return "Index";
     case ErrorKind::OutOfMemory: return "OutOfMemory";
+    case ErrorKind::DeviceUnavailable: return "DeviceUnavailable";
   }
   return "?";
 }

@@ -16,7 +16,9 @@ namespace ember {
 // OutOfMemory: an allocation the machine cannot give, or whose byte count does not even fit in
 // the address space (PyTorch raises RuntimeError; the Python binding raises an exception that is
 // both a RuntimeError and a MemoryError).
-enum class ErrorKind { Value, Type, Runtime, NotImplemented, Internal, Index, OutOfMemory };
+// DeviceUnavailable: a device was asked for and this machine cannot give it (no driver, no
+// device; runtime/cuda_driver.h): ember.DeviceUnavailableError in Python, a RuntimeError.
+enum class ErrorKind { Value, Type, Runtime, NotImplemented, Internal, Index, OutOfMemory, DeviceUnavailable };
 
 // "Value", "Type", ...: the kind's name as the C++ enumerator spells it.
 const char* error_kind_name(ErrorKind kind);

@@ -49,7 +49,7 @@ void check_unknown_once() {
 
 const std::vector<Setting>& settings() {
   static const std::vector<Setting> table = {
-      {"EMBER_LOG", "comma list of: graph_breaks, recompiles, guards, passes, compile, plan, fusion, kernels, cache, autotune (or all)"},
+      {"EMBER_LOG", "comma list of: graph_breaks, recompiles, guards, passes, compile, plan, fusion, kernels, cache, autotune, cuda (or all)"},
       {"EMBER_DUMP_AFTER", "a pass name or all: print the IR after it, or (unchanged)"},
       {"EMBER_DUMP_DIR", "directory for dumps (default: stderr)"},
       {"EMBER_DISABLE_PASSES", "comma list of passes to skip"},
@@ -65,6 +65,7 @@ const std::vector<Setting>& settings() {
       {"EMBER_RECORD_LAUNCHES", "a directory: the first launch of each generated kernel is written there, to replay on another backend (tests/unit/cuda_check.cpp)"},
       {"EMBER_MKL_LIBRARY", "a library with MKL's sgemm_ (PyTorch's libtorch_cpu.so) to load for max-autotune's MKL GEMM route; by default the route exists only where PyTorch is loaded"},
       {"EMBER_NVRTC_LIBRARY", "the path of libnvrtc, when the CUDA code generator should not search for it"},
+      {"EMBER_CUDA_DRIVER_LIBRARY", "the path of the CUDA driver library to load instead of libcuda.so.1"},
       {"EMBER_AUTOTUNE_BUDGET_S", "max-autotune's time per compiled graph, in seconds, when the options do not set it (default 30)"},
       {"EMBER_AUTOTUNE_SEARCH", "max-autotune's search when the options do not set it: auto, exhaustive, random or bayes"},
   };

@@ -98,6 +98,11 @@ const Api& api() {
   return a;
 }
 
+const std::vector<std::string>& base_options() {
+  static const std::vector<std::string> options = {"--std=c++17", "-default-device"};
+  return options;
+}
+
 const Api& loaded() {
   const Api& a = api();
   if (!a.handle) throw NvrtcError("[cuda] " + a.why);
@@ -110,6 +115,12 @@ bool nvrtc_available(std::string* why) {
   const Api& a = api();
   if (!a.handle && why) *why = a.why;
   return a.handle != nullptr;
+}
+
+std::string nvrtc_options() {
+  std::string out;
+  for (const std::string& o : base_options()) out += (out.empty() ? "" : " ") + o;
+  return out;
 }
 
 std::string nvrtc_version() {
@@ -128,7 +139,8 @@ Compiled nvrtc_compile(const std::string& source, const std::string& name, const
     throw NvrtcError(std::string("[cuda] nvrtcCreateProgram: ") + a.error(r));
   // A cubin is for the real architecture; PTX for its virtual one, which the driver compiles.
   std::string target = cubin ? arch : "compute_" + arch.substr(arch.find('_') + 1);
-  std::vector<std::string> options = {"--gpu-architecture=" + target, "--std=c++17", "-default-device"};
+  std::vector<std::string> options = {"--gpu-architecture=" + target};
+  options.insert(options.end(), base_options().begin(), base_options().end());
   options.insert(options.end(), extra_options.begin(), extra_options.end());
   std::vector<const char*> argv;
   for (const std::string& o : options) argv.push_back(o.c_str());

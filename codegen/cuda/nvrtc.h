@@ -29,6 +29,9 @@ bool nvrtc_available(std::string* why = nullptr);
 // NVRTC's version, "13.0".
 std::string nvrtc_version();
 
+// The options every compile passes besides the architecture (part of a cubin's cache key).
+std::string nvrtc_options();
+
 // Compiles `source` for an architecture ("sm_80", "sm_90"): a cubin when `cubin`, else PTX for
 // the matching compute_XX. Throws NvrtcError.
 Compiled nvrtc_compile(const std::string& source, const std::string& name, const std::string& arch, bool cubin,

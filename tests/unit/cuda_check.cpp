@@ -10,6 +10,8 @@
 //      shuffles emulated), and its outputs must be the recorded CPU kernel's within the
 //      tolerances below, which the op sweep and the fuzzers held to their references.
 // The records stay until the next test run begins (make cuda-check reads them again).
+// With --device, on a machine with a GPU (tests/cuda/device_check.sh), the launches replay on
+// the device instead (cuda_device.h), and --bench N TABLE times N of the kernels grown large.
 // Exit status 0 when every kernel compiled and every launch matched.
 #include <dlfcn.h>
 #include <sys/stat.h>
@@ -33,21 +35,18 @@
 #include "codegen/cuda/emit_cuda.h"
 #include "codegen/cuda/nvrtc.h"
 #include "codegen/launch_record.h"
+#include "ir/error.h"
 #include "ir/sha256.h"
 #include "runtime/element.h"
+#include "tests/unit/cuda_check.h"
+#include "tests/unit/cuda_device.h"
 
 using namespace ember;
 using namespace ember::codegen;
+using namespace ember::cuda_check;
 
 namespace {
 
-constexpr size_t kBatch = 150;  // kernels per NVRTC program and per host-compiled library
-
-struct Kernel {
-  KernelSpec spec;
-  std::string name;
-  std::vector<const LaunchRecord*> launches;
-};
 
 // Runs f(0) .. f(n - 1) on two threads (NVRTC, the host compiler and the emulation are each
 // safe to run twice at once).
@@ -87,9 +86,7 @@ int check_compiles(const std::vector<Kernel>& kernels, const std::string& work) 
     size_t batches = (kernels.size() + kBatch - 1) / kBatch;
     on_two_threads(batches, [&](size_t batch) {
       size_t first = batch * kBatch;
-      std::string source = cuda::prelude();
-      for (size_t i = first; i < std::min(kernels.size(), first + kBatch); ++i)
-        source += cuda::emit_cuda_kernel(kernels[i].spec, kernels[i].name);
+      std::string source = batch_source(kernels, first);
       std::string base = work + "/" + arch + "-" + std::to_string(batch);
       try {
         cuda::Compiled c = cuda::nvrtc_compile(source, "batch" + std::to_string(batch), arch, false);
@@ -126,9 +123,7 @@ std::vector<std::string> compile_emulated(const std::vector<Kernel>& kernels, co
   std::vector<std::string> libraries;
   std::string header = std::string(EMBER_SOURCE_DIR) + "/tests/unit/cuda_emulation.h";
   for (size_t first = 0, batch = 0; first < kernels.size(); first += kBatch, ++batch) {
-    std::string source = cuda::prelude();
-    for (size_t i = first; i < std::min(kernels.size(), first + kBatch); ++i)
-      source += cuda::emit_cuda_kernel(kernels[i].spec, kernels[i].name);
+    std::string source = batch_source(kernels, first);
     std::string base = work + "/emulated" + std::to_string(batch);
     std::ofstream(base + ".cu") << source;
     libraries.push_back(base + ".so");
@@ -145,43 +140,6 @@ std::vector<std::string> compile_emulated(const std::vector<Kernel>& kernels, co
   return libraries;
 }
 
-// Whether CUDA's value `got` is the CPU kernel's `want`, for a value of dtype dt: integers and
-// booleans exact; floats within docs/testing.md's one-op tolerance for the dtype (both backends
-// stand within it of the reference, whose math functions each approximates its own way), plus,
-// for a kernel that folds, 1e-4 of the largest magnitude of the output (a fold in another order
-// differs by that much, relative to the whole); NaN and infinities equal.
-bool close(double got, double want, DType dt, bool folds, double largest) {
-  if (!is_floating(dt)) return got == want;
-  if (std::isnan(want) || std::isinf(want)) return (std::isnan(got) && std::isnan(want)) || got == want;
-  double rtol = dt == DType::BFloat16 ? 1e-2 : dt == DType::Float16 ? 2e-3 : 1e-4;
-  double atol = dt == DType::Float64 ? 1e-12 : 1.5e-5;
-  return std::abs(got - want) <= rtol * std::abs(want) + atol + (folds ? 1e-4 * largest : 0.0);
-}
-
-// An operand's bytes between two guards, so that a kernel that writes outside its operands is
-// caught at its launch (a write past the end once corrupted the heap and crashed a later replay).
-class Guarded {
- public:
-  static constexpr size_t kGuard = 256;
-  static constexpr char kFill = '\xa5';
-  explicit Guarded(const std::string& bytes) : memory_(kGuard + bytes.size() + kGuard, kFill) {
-    std::memcpy(data(), bytes.data(), bytes.size());
-    size_ = bytes.size();
-  }
-  char* data() { return memory_.data() + kGuard; }
-  std::string bytes() const { return memory_.substr(kGuard, size_); }
-  bool guards_intact() const {
-    auto kept = [&](size_t from, size_t n) {
-      return std::all_of(memory_.begin() + from, memory_.begin() + from + n, [](char c) { return c == kFill; });
-    };
-    return kept(0, kGuard) && kept(kGuard + size_, kGuard);
-  }
-
- private:
-  std::string memory_;
-  size_t size_ = 0;
-};
-
 // Replays one launch; returns "" or what differed.
 std::string replay(const Kernel& k, const LaunchRecord& r, Emulate emulate) {
   std::vector<Guarded> memory;  // each operand's bytes
@@ -192,38 +150,25 @@ std::string replay(const Kernel& k, const LaunchRecord& r, Emulate emulate) {
   // Few small blocks: two warps each (the block reduction still crosses warps) and at most four of
   // them (the grid-stride loops take the rest), so the coroutines stay few.
   emulate(buffers.data(), reinterpret_cast<const long long*>(r.meta.data()), cuda::grid_of(k.spec, r.meta.data(), 4), 64);
-  for (size_t m = 0; m < memory.size(); ++m) {
-    if (!memory[m].guards_intact()) return "wrote outside operand " + std::to_string(m);
-    if (m < r.inputs.size() && memory[m].bytes() != r.inputs[m].bytes) return "wrote input " + std::to_string(m);
-  }
-  for (size_t o = 0; o < r.outputs.size(); ++o) {
-    DType dt = r.outputs[o].dtype;
-    const std::string& want = r.outputs[o].bytes;
-    const std::string got = memory[r.inputs.size() + o].bytes();
-    size_t n = want.size() / itemsize(dt);
-    double largest = 0;
-    for (size_t i = 0; i < n; ++i) {
-      double w = element::load<double>(want.data() + i * itemsize(dt), dt);
-      if (std::isfinite(w)) largest = std::max(largest, std::abs(w));
-    }
-    for (size_t i = 0; i < n; ++i) {
-      double g = element::load<double>(got.data() + i * itemsize(dt), dt);
-      double w = element::load<double>(want.data() + i * itemsize(dt), dt);
-      if (!close(g, w, dt, k.spec.reduces(), largest))
-        return "output " + std::to_string(o) + " element " + std::to_string(i) + ": CUDA " + std::to_string(g) +
-               ", CPU " + std::to_string(w);
-    }
-  }
-  return "";
+  return judge(k, r, memory);
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  size_t sample = 1;
-  if (argc == 4 && std::string(argv[2]) == "--compile-sample") sample = std::max(1, std::atoi(argv[3]));
-  if (argc != 2 && argc != 4) {
-    std::fprintf(stderr, "usage: ember_cuda_check <launch record dir> [--compile-sample N]\n");
+  size_t sample = 1, bench = 0;
+  bool device = false;
+  std::string table;
+  bool ok = argc >= 2;
+  for (int i = 2; ok && i < argc; ++i) {
+    std::string flag = argv[i];
+    if (flag == "--compile-sample" && i + 1 < argc) sample = std::max(1, std::atoi(argv[++i]));
+    else if (flag == "--device") device = true;
+    else if (flag == "--bench" && i + 2 < argc) bench = std::max(1, std::atoi(argv[++i])), table = argv[++i];
+    else ok = false;
+  }
+  if (!ok) {
+    std::fprintf(stderr, "usage: ember_cuda_check <launch record dir> [--compile-sample N] [--device [--bench N TABLE]]\n");
     return 2;
   }
   auto start = std::chrono::steady_clock::now();
@@ -251,6 +196,16 @@ int main(int argc, char** argv) {
   if (kernels.empty()) {
     std::printf("FAIL: nothing to check: run the unit tests with EMBER_RECORD_LAUNCHES=%s first\n", dir.c_str());
     return 1;
+  }
+  if (device) {
+    try {
+      int failures = replay_on_device(kernels);
+      if (bench) bench_on_device(kernels, bench, table);
+      return failures == 0 ? 0 : 1;
+    } catch (const ember::Error& e) {
+      std::printf("FAIL: %s\n", e.what());
+      return 1;
+    }
   }
   std::string work = dir + "/work";
   std::filesystem::create_directories(work);

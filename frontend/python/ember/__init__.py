@@ -9,13 +9,13 @@
 """
 from . import _C  # noqa: F401  (loads the core and registers the torch-call runner's types)
 from . import _torch_calls  # noqa: F401
-from . import tensor
-from ._C import IndexOutOfRange, OutOfMemoryError, Tensor
+from . import cuda, tensor
+from ._C import DeviceUnavailableError, IndexOutOfRange, OutOfMemoryError, Tensor
 from ._compile import compile
 from ._explain import explain
 from ._report import Report
 from .dynamo import MODES, OPTIONS, ember_backend
 
 __all__ = ["compile", "explain", "Report", "Tensor", "tensor", "ember_backend", "MODES", "OPTIONS", "IndexOutOfRange",
-           "OutOfMemoryError"]
+           "OutOfMemoryError", "DeviceUnavailableError", "cuda"]
 __version__ = "0.1.0"

@@ -10,6 +10,7 @@
 #include "ir/error.h"
 #include "ir/symbolic.h"
 #include "modes/mode.h"
+#include "runtime/cuda_driver.h"
 #include "runtime/tuning_db.h"
 #include "torch_calls.h"
 
@@ -35,6 +36,9 @@ void register_errors(py::module_& m) {
     return type;
   }();
   m.attr("OutOfMemoryError") = py::handle(memory_error);
+  // A device asked for and not here (no driver, no GPU): PyTorch raises RuntimeError for it.
+  static PyObject* device_error = PyErr_NewException("ember.DeviceUnavailableError", PyExc_RuntimeError, nullptr);
+  m.attr("DeviceUnavailableError") = py::handle(device_error);
   // Each kind of ember::Error as the Python exception a user expects for it.
   py::register_exception_translator([](std::exception_ptr p) {
     try {
@@ -48,6 +52,7 @@ void register_errors(py::module_& m) {
         case ErrorKind::Internal: PyErr_SetString(PyExc_RuntimeError, e.what()); return;
         case ErrorKind::Index: PyErr_SetString(index_error, e.what()); return;
         case ErrorKind::OutOfMemory: PyErr_SetString(memory_error, e.what()); return;
+        case ErrorKind::DeviceUnavailable: PyErr_SetString(device_error, e.what()); return;
       }
     } catch (const SymbolicShapeError& e) {
       PyErr_SetString(PyExc_ValueError, (std::string("[symbolic] ") + e.what()).c_str());
@@ -89,6 +94,30 @@ PYBIND11_MODULE(_C, m) {
         return out;
       },
       "max-autotune's tuning database: (key, signature, choice) per entry.");
+  m.def(
+      "cuda_unavailable_reason",
+      [] {
+        std::string why;
+        ember::cuda::available(&why);
+        return why;
+      },
+      "\"\" when a CUDA device can be used; else what is missing (loads the driver the first time).");
+  m.def(
+      "cuda_device",
+      [](int ordinal) {
+        ember::cuda::DeviceInfo d = ember::cuda::device(ordinal);
+        pybind11::dict out;
+        out["name"] = d.name;
+        out["major"] = d.major;
+        out["minor"] = d.minor;
+        out["arch"] = d.arch();
+        out["multi_processor_count"] = d.multiprocessors;
+        out["total_memory"] = d.memory;
+        out["driver_version"] = d.driver_version;
+        return out;
+      },
+      pybind11::arg("ordinal") = 0, "A CUDA device's properties; raises DeviceUnavailableError without one.");
+  m.def("cuda_device_count", &ember::cuda::device_count);
   m.def("tuning_clear", &ember::tuning_db::clear, "Removes every entry of the tuning database; returns how many.");
   m.def(
       "canonical_dim",
