@@ -4,7 +4,7 @@ BUILD_TYPE ?= RelWithDebInfo
 JOBS ?= $(shell nproc)
 PYTHON := $(CURDIR)/.venv/bin/python
 
-.PHONY: all setup configure build test pytest opinfo demo bench bench-kernels bench-models tsan ubsan cuda-check clean
+.PHONY: all setup configure build test pytest opinfo demo bench bench-kernels bench-models tsan ubsan cuda-check device-pack cuda-only clean
 
 all: build
 
@@ -27,7 +27,7 @@ test: build
 pytest: build
 	rm -rf $(BUILD)/launches-python
 	EMBER_CACHE_DIR=$(CURDIR)/$(BUILD)/test-cache EMBER_RECORD_LAUNCHES=$(CURDIR)/$(BUILD)/launches-python \
-		$(PYTHON) -m pytest -q tests/python
+		$(PYTHON) -m pytest -q tests/python tests/cuda
 	./$(BUILD)/tests/ember_cuda_check $(BUILD)/launches-python --compile-sample 8
 
 # PyTorch's whole OpInfo database through ember (about an hour; the short form is in pytest):
@@ -62,6 +62,19 @@ bench-kernels: build
 cuda-check: test
 	./$(BUILD)/tests/ember_cuda_check $(BUILD)/launches
 	./$(BUILD)/tests/ember_cuda_check $(BUILD)/launches-python
+
+# What tests/cuda/device_check.sh needs on a GPU machine (records of the tests' launches, and
+# oneDNN and OpenBLAS as Debian packages), into .records and .debs (docs/cuda.md).
+device-pack: test
+	bash scripts/device_pack.sh $(BUILD)
+
+# The CUDA-only configuration of GPU machines (no MLIR/LLVM, no Catch2), built here to show it
+# builds and its Python package runs: CPU work on the interpreter and library kernels.
+cuda-only: setup
+	@cmake -S . -B $(BUILD)-cuda-only -G Ninja -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) -DEMBER_CPU_CODEGEN=OFF \
+		-DEMBER_BUILD_UNIT_TESTS=OFF -DEMBER_BUILD_BENCHMARKS=OFF -DPython3_EXECUTABLE=$(PYTHON) >/dev/null
+	@cmake --build $(BUILD)-cuda-only -j $(JOBS)
+	PYTHONPATH=$(CURDIR)/$(BUILD)-cuda-only/python $(PYTHON) -m pytest -q tests/cuda tests/python/test_cuda_runtime.py
 
 # The compile tests (8 threads with mixed shapes among them) under ThreadSanitizer, in their own build.
 tsan: setup

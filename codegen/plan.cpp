@@ -5,6 +5,7 @@
 #include "codegen/cpu/cpu_kernel.h"
 #include "codegen/cpu/emit_kernel.h"
 #include "codegen/cpu/emit_ops.h"
+#include "codegen/cpu/jit.h"
 #include "ir/error.h"
 #include "passes/fuse.h"
 #include "runtime/config.h"
@@ -42,7 +43,7 @@ std::shared_ptr<Executable> build_cpu_executable(std::unique_ptr<Graph> graph, C
     config::dump("graph-" + std::to_string(structural_hash(*graph)) + ".ir", print(*graph));
   std::vector<FusedStep> steps;
   std::vector<KernelSpec> specs;
-  if (config::get("EMBER_CODEGEN") != "0") {
+  if (config::get("EMBER_CODEGEN") != "0" && cpu::jit_available()) {
     std::unordered_set<const Node*> returned;
     for (const Value& v : graph->outputs()) returned.insert(v.node);
     for (FusionGroup& group : find_fusion_groups(*graph, cpu_can_compute)) {

@@ -204,6 +204,8 @@ const std::string& host_target() {
 
 const char* llvm_version() { return LLVM_VERSION_STRING; }
 
+bool jit_available() { return true; }
+
 std::string compile_object(const std::string& mlir_text, Stages* stages) {
   initialise();
   auto last = std::chrono::steady_clock::now();

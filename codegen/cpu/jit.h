@@ -34,6 +34,11 @@ struct Stages {
   std::vector<std::pair<std::string, double>> ms;  // time in each stage, in order
 };
 
+// Whether this build has the CPU code generator (CMake's EMBER_CPU_CODEGEN, on by default). A
+// build without it (jit_absent.cpp: GPU machines with no LLVM) plans no CPU kernels: their ops
+// run on the interpreter and the library kernels, and the two calls below throw CodegenError.
+bool jit_available();
+
 std::string compile_object(const std::string& mlir, Stages* stages = nullptr);
 KernelFn load_kernel(const std::string& object, const std::string& name);
 
