@@ -52,7 +52,7 @@ TEST_CASE("cubin cache: child process", "[.cubin_child]") {
   std::exit(b.from_disk ? 0 : b.compiled ? 3 : 5);
 }
 
-TEST_CASE("cubin cache: compiled once, then from memory, then from disk in another process; corrupt is a miss",
+TEST_CASE("cubin cache: compiled once, then from memory, then from disk in another process, a corrupt entry a miss",
           "[cuda][cache]") {
   std::string why;
   bool nvrtc = nvrtc_available(&why);
