@@ -34,7 +34,9 @@ build_dir=${1:-build}
 venv="$root/.venv"
 # expecttest: PyTorch's OpInfo database (tests/python/test_opinfo.py) imports it. NVRTC (CUDA 13,
 # as /usr/local/cuda): the CUDA backend's compile tests; loaded at run time, never linked.
-python_packages=(torch==2.13.0 numpy pytest pybind11 transformers expecttest "nvidia-cuda-nvrtc==13.0.*")
+# lightning-fabric: the distributed tests and docs/examples/fabric_train.py (it keeps torch 2.13).
+python_packages=(torch==2.13.0 numpy pytest pybind11 transformers expecttest "nvidia-cuda-nvrtc==13.0.*"
+                 "lightning-fabric==2.6.*")
 if [[ ! -x "$venv/bin/python" ]]; then
   echo "setup: creating $venv"
   python3 -m venv "$venv"

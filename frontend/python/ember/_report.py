@@ -30,12 +30,39 @@ def hint_for(reason):
 
 def untraced_modules(model):
     """Notes on submodules Dynamo leaves to eager without a graph break or a word: recurrent
-    layers (nn.LSTM, nn.GRU, nn.RNN) unless torch._dynamo.config.allow_rnn is set. A forward
-    that starts with one ran wholly on PyTorch, and the report said nothing."""
+    layers (nn.LSTM, nn.GRU, nn.RNN) unless torch._dynamo.config.allow_rnn is set, and torch.nn
+    containers under DDP or fully_shard (FSDP2). A forward that starts with one ran wholly on PyTorch, and the
+    report said nothing."""
     import torch
     import torch._dynamo
-    if not isinstance(model, torch.nn.Module) or torch._dynamo.config.allow_rnn:
+    if not isinstance(model, torch.nn.Module):
         return []
+    return _distributed_notes(model) + ([] if torch._dynamo.config.allow_rnn else _rnn_notes(model))
+
+
+def _distributed_notes(model):
+    """DDP and fully_shard (FSDP2) run their own forward eagerly and leave the module they wrap to
+    Dynamo, which compiles no frame of torch.nn's own containers (nn.Sequential...) there."""
+    import torch
+    from torch._dynamo import trace_rules
+    if not torch.distributed.is_available():
+        return []
+    from torch.distributed.fsdp import FSDPModule
+    from torch.nn.parallel import DistributedDataParallel
+    if isinstance(model, DistributedDataParallel) and trace_rules.check(model.module.forward):
+        return [f"DDP wraps torch.nn's own {type(model.module).__name__}, in which Dynamo compiles nothing under DDP: "
+                f"compile the module before wrapping it, DDP(ember.compile(model)), or wrap a module class of your "
+                f"own (docs/distributed.md)"]
+    if isinstance(model, FSDPModule) and trace_rules.check(model.forward):
+        sharded = next(c for c in type(model).__mro__ if not issubclass(c, FSDPModule))
+        return [f"fully_shard (FSDP2) shards torch.nn's own {sharded.__name__}, in which Dynamo "
+                f"compiles nothing: compile its blocks with ember.compile before fully_shard, or shard a module "
+                f"class of your own (docs/distributed.md)"]
+    return []
+
+
+def _rnn_notes(model):
+    import torch
     names = sorted({type(m).__name__ for m in model.modules() if isinstance(m, torch.nn.RNNBase)})
     if not names:
         return []
@@ -52,6 +79,9 @@ def _aten_ops(gm):
     return dict(ops)
 
 
+_COLLECTIVE_NAMESPACES = ("_c10d_functional", "c10d_functional", "_c10d_functional_autograd")
+
+
 class GraphRecord:
     def __init__(self, kind, aten_ops, seconds):
         self.kind = kind  # forward, backward or inference
@@ -63,6 +93,13 @@ class GraphRecord:
         self._ember = {}         # the plan's figures at compile time (kernels, interpreter ops, ...)
         self._plan = None        # the compiled plan (weakly): what its mode did, read when asked
         self.fallback = None     # why the graph runs on PyTorch, if it does
+        self.split = None        # why Dynamo handed it over as a piece of a larger graph (dynamo.split_reason)
+
+    @property
+    def collectives(self):
+        """The torch calls that are PyTorch's functional collectives (all_reduce, all_gather, wait_tensor...),
+        by op: run in graph order, as PyTorch runs them."""
+        return {op: n for op, n in self.torch_calls.items() if op.split(".")[0] in _COLLECTIVE_NAMESPACES}
 
     @classmethod
     def compiled(cls, kind, gm, compiled, seconds):
@@ -105,8 +142,8 @@ class GraphRecord:
     def as_dict(self):
         return {"kind": self.kind, "aten_ops": self.aten_ops, "compile_ms": self.compile_ms,
                 "lowered": self.lowered, "torch_calls": self.torch_calls, "lowered_share": self.lowered_share,
-                "failed_lowerings": self.failed_lowerings,
-                "ember": self.ember, "fallback": self.fallback}
+                "failed_lowerings": self.failed_lowerings, "collectives": self.collectives,
+                "ember": self.ember, "fallback": self.fallback, "split": self.split}
 
 
 def _compilation_metrics():
@@ -185,17 +222,30 @@ class Report:
         lines = [f"ember: {self.graph_count} graphs compiled, {len(self.breaks)} graph breaks, "
                  f"{len(self.recompiles)} recompiles, {self.failed_lowering_count()} failed lowerings"]
         lines += [f"note: {n}" for n in self.notes]
+        pieces = sum(1 for g in self.graphs if g.split and g.kind in ("forward", "inference", "captured"))
+        if pieces:
+            lines.append(f"DDP's optimizer split the model's graphs into {pieces} pieces at gradient-bucket boundaries; "
+                         f"ember compiles each piece (listed below with its backward)")
         for i, g in enumerate(self.graphs):
             head = f"graph {i} ({g.kind}): {sum(g.aten_ops.values())} ATen ops"
             if g.fallback:
                 lines.append(f"{head}; runs on PyTorch: {g.fallback}")
+                if g.split:
+                    lines.append(f"  {g.split}")
                 continue
             e = g.ember
             lines.append(f"{head}, {g.lowered_share:.0%} lowered; {e['kernels']} generated kernels "
                          f"({e['kernels_compiled']} compiled now, {e['kernels_from_disk']} from the disk cache); "
                          f"compiled in {g.compile_ms:.1f} ms")
-            if g.torch_calls:
-                calls = ", ".join(f"{op} x{n}" for op, n in sorted(g.torch_calls.items()))
+            if g.split:
+                lines.append(f"  {g.split}")
+            collectives = g.collectives
+            if collectives:
+                calls = ", ".join(f"{op} x{n}" for op, n in sorted(collectives.items()))
+                lines.append(f"  collectives (PyTorch's, run as torch calls in graph order): {calls}")
+            others = {op: n for op, n in g.torch_calls.items() if op not in collectives}
+            if others:
+                calls = ", ".join(f"{op} x{n}" for op, n in sorted(others.items()))
                 lines.append(f"  torch calls (ATen ops ember does not lower yet): {calls}")
             for op, reasons in sorted(g.failed_lowerings.items()):
                 lines.append(f"  failed lowering (a bug in ember; ran as a torch call): {op} x{len(reasons)}: "

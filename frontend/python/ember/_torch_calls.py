@@ -23,6 +23,7 @@ class Call:
         self.layouts = layouts  # per tensor input: the strides eager gives it, or None
         self.effect_only = effect_only  # hands nothing back; its one output is an empty placeholder
         self.declared = declared  # per result: whether the graph has an output for it (a tensor in the meta)
+        self.collective = is_collective(target)
 
     def run(self, inputs, outputs):
         values = getattr(_state, "symbol_values", None)
@@ -56,7 +57,26 @@ class Call:
             if out.shape != src.shape:
                 raise ResultMismatch(f"[torch] {self.target} returned {src.dtype}{list(src.shape)}, "
                                      f"the graph expects {out.dtype}{list(out.shape)}")
+            if self.collective:
+                # [Note: collectives in a plan] A functional collective's result is filled in
+                # asynchronously, until wait_tensor is called on that very tensor. The plan keeps
+                # values in its own buffers, so the copy below would read it half done (and the
+                # graph's own wait_tensor then waits on the copy, which has nothing pending):
+                # it waits here, in graph order, before the copy.
+                src = torch.ops._c10d_functional.wait_tensor(src)
             out.copy_(src)
+
+
+# The namespaces of PyTorch's functional collectives (torch.distributed._functional_collectives),
+# which Dynamo traces into graphs.
+COLLECTIVE_NAMESPACES = ("_c10d_functional", "c10d_functional", "_c10d_functional_autograd")
+
+
+def is_collective(target):
+    """Whether an ATen op is a functional collective whose results must be waited on."""
+    name = getattr(target, "_schema", None)
+    name = name.name if name is not None else ""
+    return getattr(target, "namespace", "") in COLLECTIVE_NAMESPACES and not name.endswith("wait_tensor")
 
 
 class ResultMismatch(RuntimeError):

@@ -47,21 +47,21 @@ def make_backend(mode="default", options=None, report=None):
     strict = options.get("strict", False)
     report = report if report is not None else _report.GLOBAL
 
-    def compiler(kind, gm, example_inputs):
-        return _compile_graph(gm, kind, mode, options, report, _visible_outputs(kind))
-
-    aot = aot_autograd(
-        fw_compiler=functools.partial(compiler, "forward"),
-        bw_compiler=functools.partial(compiler, "backward"),
-        inference_compiler=functools.partial(compiler, "inference"),
-        decompositions=decompositions(),
-    )
+    def compiler(kind, piece, gm, example_inputs):
+        return _compile_graph(gm, kind, mode, options, report, _visible_outputs(kind), piece)
 
     def backend(gm, example_inputs):
         """AOTAutograd, then ember on each graph it makes. A graph AOTAutograd cannot prepare
         (`x.data = y` beside another mutation of x: its assertion) runs as Dynamo captured it, on
         PyTorch, with a warning: the program goes on, as it does when ember's own compile fails."""
         start = time.perf_counter()
+        piece = split_reason(gm)
+        aot = aot_autograd(
+            fw_compiler=functools.partial(compiler, "forward", piece),
+            bw_compiler=functools.partial(compiler, "backward", piece),
+            inference_compiler=functools.partial(compiler, "inference", piece),
+            decompositions=decompositions(),
+        )
         try:
             return aot(gm, example_inputs)
         except Exception as e:
@@ -71,7 +71,9 @@ def make_backend(mode="default", options=None, report=None):
             reason = f"{type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}"
             warnings.warn(f"ember: AOTAutograd could not prepare a graph; it runs on PyTorch instead ({reason})",
                           RuntimeWarning, stacklevel=2)
-            report.add_graph(_report.GraphRecord.fallback("captured", gm, reason, time.perf_counter() - start))
+            record = _report.GraphRecord.fallback("captured", gm, reason, time.perf_counter() - start)
+            record.split = piece
+            report.add_graph(record)
             return gm.forward
 
     backend.__name__ = "ember"
@@ -151,7 +153,19 @@ def _traced_strides(val):
         return False
 
 
-def _compile_graph(gm, kind, mode, options, report, visible_outputs=None):
+def split_reason(gm):
+    """Why Dynamo handed this graph over as one piece of a larger one, or None: DDP's optimizer
+    (torch._dynamo.config.optimize_ddp) splits a graph at the boundaries of DDP's gradient
+    buckets, so that each bucket's all-reduce starts while the backward of the rest goes on, and
+    marks each piece with its reason."""
+    reason = getattr(getattr(gm, "compile_subgraph_reason", None), "reason", "")
+    if reason.startswith("DDPOptimizer"):
+        return ("a piece of a graph that DDP's optimizer split at gradient-bucket boundaries, so that all-reduce "
+                "overlaps the backward (torch._dynamo.config.optimize_ddp = False keeps it whole)")
+    return None
+
+
+def _compile_graph(gm, kind, mode, options, report, visible_outputs=None, piece=None):
     from ._translate import compile_fx
     start = time.perf_counter()
     try:
@@ -163,7 +177,11 @@ def _compile_graph(gm, kind, mode, options, report, visible_outputs=None):
         article = "an" if kind[0] in "aeiou" else "a"
         warnings.warn(f"ember: compiling {article} {kind} graph failed; it runs on PyTorch instead ({reason})",
                       RuntimeWarning, stacklevel=2)
-        report.add_graph(_report.GraphRecord.fallback(kind, gm, reason, time.perf_counter() - start))
+        record = _report.GraphRecord.fallback(kind, gm, reason, time.perf_counter() - start)
+        record.split = piece
+        report.add_graph(record)
         return eager_fallback(gm)
-    report.add_graph(_report.GraphRecord.compiled(kind, gm, compiled, time.perf_counter() - start))
+    record = _report.GraphRecord.compiled(kind, gm, compiled, time.perf_counter() - start)
+    record.split = piece
+    report.add_graph(record)
     return compiled
