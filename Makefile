@@ -4,7 +4,7 @@ BUILD_TYPE ?= RelWithDebInfo
 JOBS ?= $(shell nproc)
 PYTHON := $(CURDIR)/.venv/bin/python
 
-.PHONY: all setup configure build test pytest opinfo demo bench bench-kernels bench-models tsan ubsan cuda-check device-pack cuda-only clean
+.PHONY: all setup configure build test pytest opinfo demo bench bench-kernels bench-models tsan ubsan cuda-check device-pack cuda-only bench-distributed clean
 
 all: build
 
@@ -43,6 +43,10 @@ demo: build
 bench-models: build
 	@$(PYTHON) -c "import matplotlib" 2>/dev/null || $(PYTHON) -m pip install -q matplotlib
 	$(PYTHON) benchmarks/models.py
+
+# Training steps under DDP with 1 and 2 processes: eager, ember, torch.compile.
+bench-distributed: build
+	$(PYTHON) benchmarks/distributed.py
 
 bench: build
 	./$(BUILD)/benchmarks/ember_bench_overhead
