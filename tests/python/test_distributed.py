@@ -52,11 +52,12 @@ def test_ddp_mlp_every_spelling_and_mode_trains_as_eager():
 
 
 def test_ddp_transformers_gpt2_trains_as_eager():
-    variants = ["eager", "ember(ddp)", "torch.compile(ddp)"]
+    variants = ["eager", "ember(ddp)", "ddp(ember:reduce-overhead)", "torch.compile(ddp)"]
     for results in workers.launch("ddp", kind="gpt2", variants=variants):
         for variant in variants[1:]:
             assert_trained_alike(results[variant], results["eager"])
         assert_all_pieces_compiled(results["ember(ddp)"]["report"])
+        assert_all_pieces_compiled(results["ddp(ember:reduce-overhead)"]["report"])
 
 
 def test_fsdp2_compiled_blocks_train_as_eager_fsdp():
