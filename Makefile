@@ -27,7 +27,8 @@ test: build
 pytest: build
 	rm -rf $(BUILD)/launches-python
 	EMBER_CACHE_DIR=$(CURDIR)/$(BUILD)/test-cache EMBER_RECORD_LAUNCHES=$(CURDIR)/$(BUILD)/launches-python \
-		$(PYTHON) -m pytest -q tests/python tests/cuda
+		$(PYTHON) -m pytest -q tests/python
+	$(PYTHON) -m pytest -q tests/cuda  # its own run: each folder's conftest is imported as "conftest"
 	./$(BUILD)/tests/ember_cuda_check $(BUILD)/launches-python --compile-sample 8
 
 # PyTorch's whole OpInfo database through ember (about an hour; the short form is in pytest):
@@ -78,7 +79,8 @@ cuda-only: setup
 	@cmake -S . -B $(BUILD)-cuda-only -G Ninja -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) -DEMBER_CPU_CODEGEN=OFF \
 		-DEMBER_BUILD_UNIT_TESTS=OFF -DEMBER_BUILD_BENCHMARKS=OFF -DPython3_EXECUTABLE=$(PYTHON) >/dev/null
 	@cmake --build $(BUILD)-cuda-only -j $(JOBS)
-	PYTHONPATH=$(CURDIR)/$(BUILD)-cuda-only/python $(PYTHON) -m pytest -q tests/cuda tests/python/test_cuda_runtime.py
+	PYTHONPATH=$(CURDIR)/$(BUILD)-cuda-only/python $(PYTHON) -m pytest -q tests/cuda
+	PYTHONPATH=$(CURDIR)/$(BUILD)-cuda-only/python $(PYTHON) -m pytest -q tests/python/test_cuda_runtime.py
 
 # The compile tests (8 threads with mixed shapes among them) under ThreadSanitizer, in their own build.
 tsan: setup

@@ -111,7 +111,16 @@ class GraphRecord:
         r._ember = {k: info[k] for k in ("op_count", "ops", "steps", "buffers", "kernels", "kernels_compiled",
                                          "kernels_from_disk", "kernel_compile_ms", "interpreter_ops")}
         r._plan = weakref.ref(compiled.compiled)
+        r._callable = weakref.ref(compiled)
         return r
+
+    @property
+    def steady_call(self):
+        """Whether calls make the outputs before the plan runs ([Note: the steady call]), as
+        decided by the first call; None before it, or once the graph is gone."""
+        fx = self._callable() if getattr(self, "_callable", None) else None
+        steady = getattr(fx, "steady", None)
+        return None if steady is None else bool(steady)
 
     # What a mode does may happen after the compile: max-autotune tunes at the first call.
     _LIVE = ("mode", "static_plan", "autotuned", "autotune_s", "autotune_timed", "tuning")

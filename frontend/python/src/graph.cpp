@@ -110,7 +110,13 @@ class CompiledGraph {
     int output;
     const Storage* storage;
     const void* data;
-    py::object tensor;
+    py::handle tensor;  // kept alive by the call's `keep`
+  };
+  // The caller's tensors for a call's output buffers, taken while the GIL is held: each buffer's
+  // array, and the tensor it is (kept alive for the call), or none for raw memory.
+  struct GivenBuffers {
+    std::vector<Array> arrays;
+    std::vector<py::object> tensors;
   };
 
  public:
@@ -151,13 +157,21 @@ class CompiledGraph {
     for (size_t i = 0; i < arrays.size(); ++i) check_input(i, g.inputs()[i]->type(), arrays[i], symbols);
     int threads = torch_threads();
     std::vector<GivenOutput> given_outputs;  // outputs the caller made whole
+    std::vector<py::object> keep;            // the caller's tensors among them
     OutputStorages storages;
-    if (!output_storages.is_none())
+    GivenBuffers given;
+    std::vector<GivenOutput>* outputs_given = exec_->keeps_buffers() ? nullptr : &given_outputs;
+    if (py::isinstance<py::list>(output_storages)) {
+      // The buffers' memory made before the call (the bridge's steady state): no call back into Python.
+      given = given_buffers(py::reinterpret_borrow<py::list>(output_storages));
+      storages = [&](const std::vector<OutputBuffer>& buffers) { return bind_given(given, buffers, outputs_given); };
+    } else if (!output_storages.is_none()) {
+      // A plan that keeps its buffers learns that the caller holds an output from the caller's
+      // hold on its storage: its outputs stay DLPack imports of the plan's memory.
       storages = [&](const std::vector<OutputBuffer>& buffers) {
-        // A plan that keeps its buffers learns that the caller holds an output from the caller's
-        // hold on its storage: its outputs stay DLPack imports of the plan's memory.
-        return take_storages(output_storages, buffers, exec_->keeps_buffers() ? nullptr : &given_outputs);
+        return take_storages(output_storages, buffers, outputs_given, keep);
       };
+    }
     std::vector<Array> outputs;
     {
       py::gil_scoped_release no_gil;  // kernels and the thread pool run without it; torch calls take it
@@ -245,9 +259,41 @@ class CompiledGraph {
  private:
   // Calls the caller's `output_storages` (with the GIL) for these buffers; remembers the tensors
   // it made whole for an exact buffer.
+  // `output_storages` given as a list: (tensor, its capsule) for each buffer, in the order the plan
+  // asks for them, each exactly one output.
+  static GivenBuffers given_buffers(const py::list& list) {
+    GivenBuffers out;
+    for (py::handle item : list) {
+      if (!PyTuple_Check(item.ptr()) || py::len(item) != 2)
+        throw py::value_error("[run] output_storages as a list holds (tensor, capsule) pairs");
+      out.arrays.push_back(array_from_dlpack(item[py::int_(1)]));
+      out.tensors.push_back(py::reinterpret_borrow<py::object>(item[py::int_(0)]));
+    }
+    return out;
+  }
+
+  // The given buffers for the plan's request, without the GIL: each must be the whole output the
+  // plan asks for (the caller made them from an earlier call's request, for the same sizes).
+  static std::vector<std::shared_ptr<Storage>> bind_given(const GivenBuffers& given, const std::vector<OutputBuffer>& buffers,
+                                                          std::vector<GivenOutput>* given_outputs) {
+    if (given.arrays.size() != buffers.size())
+      EMBER_THROW(Value, "[run] output_storages gave ", given.arrays.size(), " buffers, the plan has ", buffers.size());
+    std::vector<std::shared_ptr<Storage>> out;
+    for (size_t i = 0; i < buffers.size(); ++i) {
+      const Array& a = given.arrays[i];
+      const OutputBuffer& b = buffers[i];
+      if (b.output < 0 || a.dtype() != b.dtype || a.shape() != b.shape || !a.is_contiguous() || a.data() != a.storage()->data)
+        EMBER_THROW(Value, "[run] output_storages gave a tensor other than output buffer ", i, " asks for");
+      if (given_outputs) given_outputs->push_back({b.output, a.storage().get(), a.data(), given.tensors[i]});
+      out.push_back(a.storage());
+    }
+    return out;
+  }
+
   static std::vector<std::shared_ptr<Storage>> take_storages(const py::object& output_storages,
                                                              const std::vector<OutputBuffer>& buffers,
-                                                             std::vector<GivenOutput>* given_outputs) {
+                                                             std::vector<GivenOutput>* given_outputs,
+                                                             std::vector<py::object>& keep) {
     py::gil_scoped_acquire gil;
     py::list requests;
     for (const OutputBuffer& b : buffers) {
@@ -271,7 +317,10 @@ class CompiledGraph {
       Array a = array_from_dlpack(storage);
       bool whole = pair && a.dtype() == b.dtype && a.shape() == b.shape && a.is_contiguous() && a.data() == a.storage()->data;
       if (pair && !whole) throw py::value_error("[run] output_storages gave a tensor other than the output asked for");
-      if (whole && given_outputs) given_outputs->push_back({b.output, a.storage().get(), a.data(), given[i][py::int_(0)]});
+      if (whole && given_outputs) {
+        keep.push_back(given[i][py::int_(0)]);
+        given_outputs->push_back({b.output, a.storage().get(), a.data(), keep.back()});
+      }
       out.push_back(a.storage());
     }
     return out;

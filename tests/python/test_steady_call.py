@@ -1,0 +1,103 @@
+"""The steady call ([Note: the steady call] in _translate.py): a graph of fixed sizes whose
+outputs are each a buffer of their own makes them before the plan runs, from the second call on.
+What the caller gets must stay what eager gives: fresh tensors each call, PyTorch's own memory
+(resizable), eager's layout; graphs that cannot take it keep the full path and stay right."""
+import pytest
+import torch
+
+import ember
+from ember._compile import report_of
+
+
+def graphs(compiled):
+    return [g for g in report_of(compiled).graphs if g.fallback is None]
+
+
+def calls(fn, make, n=4, **compile_kwargs):
+    compiled = ember.compile(fn, **compile_kwargs)
+    for i in range(n):
+        args = make(i)
+        got, want = compiled(*args), fn(*args)
+        torch.testing.assert_close(got, want)
+    return compiled
+
+
+def test_fixed_sizes_and_own_buffers_take_the_steady_call():
+    fn = lambda x, y: (torch.softmax(x * 2, -1), x @ y + 1)  # noqa: E731
+    compiled = calls(fn, lambda i: (torch.randn(5, 7), torch.randn(7, 3)))
+    (g,) = graphs(compiled)
+    assert g.steady_call is True
+
+
+def test_steady_outputs_are_fresh_pytorch_tensors_each_call():
+    compiled = ember.compile(lambda x: x * 3 - 1)
+    x = torch.randn(64)
+    first, second, third = compiled(x), compiled(x), compiled(x)
+    assert graphs(compiled)[0].steady_call is True
+    assert len({first.data_ptr(), second.data_ptr(), third.data_ptr()}) == 3
+    second.add_(100)  # one caller's output is its own
+    torch.testing.assert_close(third, x * 3 - 1)
+    torch.testing.assert_close(first, x * 3 - 1)
+    third.resize_(1000)  # PyTorch's own storage, as eager's result
+    third.untyped_storage().resize_(0)
+    torch.testing.assert_close(compiled(x), x * 3 - 1)
+
+
+def test_steady_call_keeps_eager_layout_and_raises_on_bad_input():
+    fn = lambda x: (x.t() * 2).contiguous() + x.t()  # noqa: E731
+    compiled = calls(fn, lambda i: (torch.randn(4, 6),))
+    with pytest.raises(RuntimeError):
+        compiled(torch.randn(4, 6, 2))  # Dynamo recompiles, then the graph's own error as eager raises it
+    compiled(torch.randn(4, 6))
+
+
+def test_an_input_returned_is_the_callers_tensor_itself():
+    compiled = ember.compile(lambda x: (x, x + 1))
+    x = torch.randn(3)
+    for _ in range(3):
+        same, plus = compiled(x)
+        assert same is x
+        torch.testing.assert_close(plus, x + 1)
+    assert graphs(compiled)[0].steady_call is True
+
+
+def test_one_value_returned_twice_is_one_tensor_as_in_eager():
+    compiled = ember.compile(lambda x: (lambda y: (y, y))(x.exp()))
+    x = torch.randn(3)
+    for _ in range(3):
+        a, b = compiled(x)
+        assert a is b
+        torch.testing.assert_close(a, x.exp())
+
+
+def test_training_trains_as_eager():
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.GELU(), torch.nn.Linear(16, 2))
+    reference = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.GELU(), torch.nn.Linear(16, 2))
+    reference.load_state_dict(model.state_dict())
+    compiled = ember.compile(model)
+    x = torch.randn(4, 8)
+    for _ in range(3):
+        for m in (compiled, reference):
+            m.zero_grad()
+            m(x).square().sum().backward()
+        for a, b in zip(model.parameters(), reference.parameters()):
+            torch.testing.assert_close(a.grad, b.grad)
+    assert all(g.steady_call is not None for g in graphs(compiled)), report_of(compiled).text()  # settled
+
+
+@pytest.mark.parametrize("name, fn, kwargs", [
+    ("a view of an input", lambda x: (x[1:], x * 2), {}),
+    ("a constant", lambda x: (x + 1, torch.ones(3)), {}),
+    ("a static plan", lambda x: x.exp() + 1, {"mode": "reduce-overhead"}),
+    ("dynamic sizes", lambda x: x.exp() + 1, {"dynamic": True}),
+])
+def test_graphs_that_cannot_take_it_keep_the_full_path(name, fn, kwargs):
+    def make(i):
+        return (torch.randn(6 + (i if kwargs.get("dynamic") else 0), 3),)
+    compiled = calls(fn, make, **kwargs)
+    outs = [compiled(torch.ones(6, 3)) for _ in range(2)]
+    first, second = (o if isinstance(o, tuple) else (o,) for o in outs)
+    for a, b in zip(first, second):  # later calls do not overwrite what an earlier one returned
+        torch.testing.assert_close(a, b)
+    assert all(g.steady_call is not True for g in graphs(compiled)) or name == "a static plan", name
