@@ -401,8 +401,11 @@ Executable::Binding Executable::take_binding(const SymbolValues& symbols, const 
   std::vector<bool> fresh(sizes.size(), false);
   for (size_t b = 0; b < sizes.size(); ++b) {
     // Free when only the binding holds it: its own pointer and its steps' destinations.
+    // A buffer that holds outputs the caller makes ([Note: outputs the caller makes]) is the
+    // caller's each call, never kept: the caller may hold it past the next call.
     long held = 1 + (binding.destinations.empty() ? 0 : destination_refs_[b]);
-    if (binding.storages[b] && binding.storages[b].use_count() == held) continue;
+    bool callers = output_storages && holds_output_[b];
+    if (binding.storages[b] && binding.storages[b].use_count() == held && !callers) continue;
     fresh[b] = true;
     if (output_storages && holds_output_[b] && sizes[b] > 0) {
       wanted.push_back(b);

@@ -76,6 +76,14 @@ struct OutputBuffer {
 // to come from (the PyTorch bridge: PyTorch's allocator, so its statistics stay true). For a
 // buffer that is exactly one output, the caller may make the output's own tensor and keep it
 // as the output: no second tensor over the memory afterwards.
+//
+// [Note: outputs the caller makes]
+// Such buffers are asked for on every call, in every mode: a static plan keeps the others (its
+// intermediates and their launches' destinations) and never these. The plan cannot see whether
+// the caller still holds a tensor it made (its reference is to PyTorch's memory, not to the
+// plan's storage), so keeping the buffer would let the next call write over an output the caller
+// holds; fresh, it costs one allocation per output, as eager pays, and the output leaves as
+// PyTorch's own tensor (no DLPack import, resizable, counted by PyTorch's statistics).
 using OutputStorages = std::function<std::vector<std::shared_ptr<Storage>>(const std::vector<OutputBuffer>&)>;
 // Called before step `step` runs, with the arrays it reads and the destinations it writes.
 using StepObserver = std::function<void(int step, std::span<const Array> inputs, std::span<const Array> outputs)>;
@@ -113,8 +121,10 @@ class Executable {
   int kernel_steps() const;
   std::vector<std::string> interpreter_ops() const;
   int buffers() const { return static_cast<int>(buffer_slots_.size()); }
-  // Whether buffers are kept from call to call (reduce-overhead): an output's memory is reused
-  // once only the plan holds it, so a caller must hold outputs through the plan's storages.
+  // Whether buffers are kept from call to call (reduce-overhead). Without `output_storages`, an
+  // output's memory is reused once only the plan holds it, so a caller must hold outputs through
+  // the plan's storages; with it, the buffers that hold outputs are the caller's, fresh each call
+  // ([Note: outputs the caller makes]), and only the others are kept.
   bool keeps_buffers() const { return static_buffers_; }
   // Whether `a` views the storage of one of the plan's constants (made once, alive with it).
   bool holds_constant(const Array& a) const;

@@ -248,12 +248,10 @@ class CompiledFx:
         # Outputs the caller sees; in a training forward graph the rest are saved for the
         # backward graph, which reads them through any strides: their layout is not rebuilt.
         visible = self.visible_tensors = _tensor_outputs_among(gm, visible_outputs)
-        # Outputs can move onto their PyTorch storages only where the plan keeps no buffers from
-        # call to call. A static plan (reduce-overhead's, max-autotune's) reuses a buffer once
-        # nothing but the plan holds it, which it learns from its own reference to it: the DLPack
-        # import the caller gets is that reference, and without it the next call overwrote the
-        # caller's output.
-        self.outputs_fresh_each_call = not self.compiled.info["static_plan"]
+        # Outputs are PyTorch's memory, fresh each call, in every mode: a static plan
+        # (reduce-overhead's, max-autotune's) keeps only the buffers that hold no output
+        # ([Note: outputs the caller makes] in runtime/executable.cpp).
+        self.outputs_fresh_each_call = True
         self.layout_matters = [any(k < visible for k in group) for group in self.groups]
         self.input_sources = [(_SOURCE_KINDS[kind], src) for kind, src in self.inputs]
         self.outputs_are_tensors = [o for o in self.outputs] == [("ember", k) for k in range(len(self.outputs))]

@@ -160,14 +160,12 @@ class CompiledGraph {
     std::vector<py::object> keep;            // the caller's tensors among them
     OutputStorages storages;
     GivenBuffers given;
-    std::vector<GivenOutput>* outputs_given = exec_->keeps_buffers() ? nullptr : &given_outputs;
+    std::vector<GivenOutput>* outputs_given = &given_outputs;
     if (py::isinstance<py::list>(output_storages)) {
       // The buffers' memory made before the call (the bridge's steady state): no call back into Python.
       given = given_buffers(py::reinterpret_borrow<py::list>(output_storages));
       storages = [&](const std::vector<OutputBuffer>& buffers) { return bind_given(given, buffers, outputs_given); };
     } else if (!output_storages.is_none()) {
-      // A plan that keeps its buffers learns that the caller holds an output from the caller's
-      // hold on its storage: its outputs stay DLPack imports of the plan's memory.
       storages = [&](const std::vector<OutputBuffer>& buffers) {
         return take_storages(output_storages, buffers, outputs_given, keep);
       };
