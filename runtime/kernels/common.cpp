@@ -204,12 +204,19 @@ void gemm_impl(const T* a, const T* b, T* c, int64_t m, int64_t n, int64_t k, bo
   // AVX-512 ones beat OpenBLAS's on every shape measured, 1.05-1.7x on 2 threads. A^T @ B (weight
   // gradients) stays with OpenBLAS: level with oneDNN there (docs/dependencies.md). A step that
   // max-autotune measured takes the route it chose (runtime/step_settings.h).
+  // A matrix-vector product (one or two rows, or columns) whose matrix fits in L2 stays with
+  // OpenBLAS: oneDNN 2.6 took 40-60 us for [1, 256] @ [256, 1024] (either layout of B), OpenBLAS
+  // 10 us, and GPT-2's decode steps are made of them; from 4 MiB on oneDNN's two threads win
+  // (126 us against 397 for 1 x 1024 x 1024). Measured by max-autotune's timings, 2 threads.
   constexpr int64_t kFewColumns = 64;
+  constexpr int64_t kSmallVectorProductBytes = int64_t{2} << 20;
+  const bool small_gemv =
+      std::min(m, n) <= 2 && k * std::max(m, n) * static_cast<int64_t>(sizeof(T)) <= kSmallVectorProductBytes;
   bool mkl = false;
   if constexpr (std::is_same_v<T, float>) {
     GemmRoute route = current_gemm_route();
     bool onednn = route == GemmRoute::OneDnn ||
-                  (route == GemmRoute::Auto && (trans_b || n <= kFewColumns || onednn_has_avx512()));
+                  (route == GemmRoute::Auto && !small_gemv && (trans_b || n <= kFewColumns || onednn_has_avx512()));
     if (!trans_a && onednn && onednn_gemm(DType::Float32, a, b, c, m, n, k, trans_b, beta)) return;
     mkl = route == GemmRoute::Mkl && mkl_available();
   }
@@ -223,7 +230,11 @@ void gemm_impl(const T* a, const T* b, T* c, int64_t m, int64_t n, int64_t k, bo
   };
   const int64_t lda = trans_a ? m : k, ldb = trans_b ? k : n;
   const int64_t flops = 2 * m * n * k, threads = num_threads();
-  const int64_t blocks = std::min<int64_t>(threads, std::max<int64_t>(1, flops / kMinBlockFlops));
+  // A matrix-vector product is bound by reading the matrix: threads split it from 256 KiB on
+  // (in a model's step the matrix comes from L3 or memory, at one core's bandwidth each).
+  const int64_t work = small_gemv ? k * std::max(m, n) * static_cast<int64_t>(sizeof(T)) / (int64_t{256} << 10)
+                                  : flops / kMinBlockFlops;
+  const int64_t blocks = std::min<int64_t>(threads, std::max<int64_t>(1, work));
   const bool by_rows = m >= blocks * kBlockAlign || m >= n;
   const int64_t extent = by_rows ? m : n;
   const int64_t block = (extent / blocks + kBlockAlign - 1) / kBlockAlign * kBlockAlign;
