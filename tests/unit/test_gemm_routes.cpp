@@ -44,7 +44,13 @@ void check_route(GemmRoute route) {
   std::normal_distribution<float> normal;
   const Shape shapes[] = {{1, 1, 1, false, false, 0},     {3, 5, 7, false, true, 0},   {64, 48, 33, true, false, 1},
                           {257, 130, 96, false, false, 0}, {512, 384, 256, false, true, 1}, {31, 700, 64, true, true, 0},
-                          {40, 1, 9, false, false, 0},     {0, 8, 8, false, false, 0},  {8, 8, 0, false, false, 0}};
+                          {40, 1, 9, false, false, 0},     {0, 8, 8, false, false, 0},  {8, 8, 0, false, false, 0},
+                          // Matrix-vector products around ember's rule's limits (OpenBLAS up to a
+                          // 2 MiB matrix, split over the threads from 256 KiB): 1 and 2 rows or
+                          // columns, either layout, one block and two, and just past 2 MiB.
+                          {1, 1024, 256, false, true, 0},  {2, 1000, 96, false, false, 1}, {1, 600, 256, false, false, 0},
+                          {1, 1024, 520, false, true, 0},  {700, 2, 300, true, true, 0},   {1100, 1, 480, false, true, 1},
+                          {3, 1024, 256, false, true, 0}};
   for (const Shape& s : shapes) {
     std::vector<float> a(s.m * s.k), b(s.k * s.n), c(s.m * s.n);
     for (auto* v : {&a, &b, &c})
