@@ -1,6 +1,7 @@
 #include "runtime/executable.h"
 
 #include <algorithm>
+#include <bit>
 #include <chrono>
 #include <optional>
 #include <limits>
@@ -379,6 +380,7 @@ Executable::Binding Executable::take_binding(const SymbolValues& symbols, const 
       bindings_.erase(std::next(it).base());
     }
   }
+  bool reshaped = false;  // storages adopted from a binding of other sizes: every destination is new
   if (binding.storages.empty() && !buffer_slots_.empty()) {
     ++bindings;
     binding.symbols = symbols;
@@ -394,6 +396,7 @@ Executable::Binding Executable::take_binding(const SymbolValues& symbols, const 
       }
     }
     binding.storages.resize(buffer_slots_.size());
+    if (static_buffers_) reshaped = adopt_storages(binding);
   }
   const std::vector<size_t>& sizes = binding.sizes;
   std::vector<size_t> wanted;  // output buffers to take from `output_storages`
@@ -405,13 +408,16 @@ Executable::Binding Executable::take_binding(const SymbolValues& symbols, const 
     // caller's each call, never kept: the caller may hold it past the next call.
     long held = 1 + (binding.destinations.empty() ? 0 : destination_refs_[b]);
     bool callers = output_storages && holds_output_[b];
-    if (binding.storages[b] && binding.storages[b].use_count() == held && !callers) continue;
+    if (binding.storages[b] && binding.storages[b].use_count() == held && !callers) {
+      fresh[b] = reshaped;
+      continue;
+    }
     fresh[b] = true;
     if (output_storages && holds_output_[b] && sizes[b] > 0) {
       wanted.push_back(b);
       requests.push_back(output_buffer(binding, b));
     } else {
-      binding.storages[b] = std::make_shared<Storage>(sizes[b]);
+      binding.storages[b] = std::make_shared<Storage>(static_buffers_ ? bucket_bytes(sizes[b]) : sizes[b]);
     }
   }
   if (!wanted.empty()) {
@@ -424,6 +430,40 @@ Executable::Binding Executable::take_binding(const SymbolValues& symbols, const 
   }
   bind_destinations(binding, fresh);
   return binding;
+}
+
+// [Note: size buckets] A static plan's buffers are made a power of two of bytes large, and a
+// call of new sizes, when the plan already keeps its kBindings sizes, takes over the buffers of
+// the least recently used one when each is free (only that binding holds it) and large enough:
+// a growing sequence length (one more token each decode step) binds its shapes and destinations
+// again, cheaply, but finds its memory already there instead of allocating it.
+size_t Executable::bucket_bytes(size_t bytes) {
+  return bytes <= 64 ? bytes : std::bit_ceil(bytes);
+}
+
+// Takes bindings_mu_. Only the least recently used binding is taken over, and only when the
+// plan keeps as many as it may (it would be dropped for this one anyway): sizes that alternate
+// keep their own. The buffers of outputs are not taken over: the caller may hold them.
+bool Executable::adopt_storages(Binding& binding) const {
+  std::lock_guard<std::mutex> lock(bindings_mu_);
+  if (bindings_.size() < kBindings) return false;
+  for (auto it = bindings_.begin(); it != bindings_.begin() + 1; ++it) {
+    Binding& old = *it;
+    if (old.storages.size() != binding.storages.size()) continue;
+    bool fits = true;
+    for (size_t b = 0; b < old.storages.size() && fits; ++b) {
+      const std::shared_ptr<Storage>& st = old.storages[b];
+      long held = 1 + (old.destinations.empty() ? 0 : destination_refs_[b]);
+      fits = holds_output_[b] || !st || (st.use_count() == held && st->nbytes >= binding.sizes[b]);
+    }
+    if (!fits) continue;
+    old.destinations.clear();  // its arrays hold the storages; the new binding makes its own
+    for (size_t b = 0; b < old.storages.size(); ++b)
+      if (!holds_output_[b]) binding.storages[b] = std::move(old.storages[b]);
+    bindings_.erase(it);
+    return true;
+  }
+  return false;
 }
 
 OutputBuffer Executable::output_buffer(const Binding& binding, size_t b) const {

@@ -157,6 +157,8 @@ class Executable {
   };
   static constexpr size_t kBindings = 8;  // shapes a static plan keeps bound
   Binding take_binding(const SymbolValues& symbols, const OutputStorages& output_storages) const;
+  bool adopt_storages(Binding& binding) const;
+  static size_t bucket_bytes(size_t bytes);
   void bind_destinations(Binding& binding, const std::vector<bool>& fresh) const;
   void log_profile(std::vector<std::pair<double, size_t>> step_us) const;
   // Runs `step`, leaving its results in `destinations` where they are buffers; returns them.

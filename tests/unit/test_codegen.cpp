@@ -395,6 +395,30 @@ TEST_CASE("reduce-overhead: a steady-state call allocates nothing, a held output
   CHECK(plan_bindings() - bindings_before == 0);
 }
 
+TEST_CASE("reduce-overhead: a new size within a bucket takes over the oldest size's buffers",
+          "[codegen][reduce-overhead]") {
+  // [Note: size buckets] A decode loop's length grows by one each call: once the plan keeps its 8
+  // sizes, a new one takes over the oldest's intermediate buffers (a power of two of bytes
+  // each); only the output may be new.
+  // exp(x) * 2, [16, n], is a kernel's output that the product reads: a buffer of its own.
+  auto fn = [](const Tensor& x, const Tensor& w) { return matmul(exp(x) * 2.0, w); };
+  auto f = compile(fn, Options{.mode = "reduce-overhead", .dynamic = true});
+  auto allocations_of = [&](int64_t n) {
+    Tensor x = uniform({16, n}, static_cast<uint64_t>(n)), w = uniform({n, 4}, 7);
+    int64_t before = storage_allocations();
+    Tensor y = f(x, w);
+    int64_t count = storage_allocations() - before;
+    test::check_close(y, fn(cast(x, DType::Float64), cast(w, DType::Float64)), 1e-4, 1e-4);
+    return count;
+  };
+  for (int64_t n = 40; n < 48; ++n) allocations_of(n);  // 8 sizes, each bound
+  (void)allocations_of(47);
+  int64_t steady = allocations_of(47);
+  for (int64_t n = 48; n < 60; ++n) CHECK(allocations_of(n) <= steady + 1);  // the output at most
+  CHECK(allocations_of(33) <= steady + 1);  // a smaller one fits too
+  CHECK(allocations_of(4096) > steady + 1);  // past the bucket: a new buffer
+}
+
 TEST_CASE("fusion: gelu(x @ w + b) is one matmul and one kernel", "[codegen][fusion]") {
   auto fn = [](const Tensor& x, const Tensor& w, const Tensor& b) { return gelu(matmul(x, w) + b); };
   auto f = compile(fn);
