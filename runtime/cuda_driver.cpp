@@ -137,16 +137,28 @@ const Api& api() {
   return a;
 }
 
+// Makes the context current on this thread, once per thread; the driver's error, or 0.
+Result make_current(const Api& a) {
+  thread_local bool current = false;
+  if (current) return 0;
+  Result r = a.set_current(a.context);
+  current = r == 0;
+  return r;
+}
+
 // The driver, with its context current on this thread; throws DeviceUnavailable without one.
 const Api& ready() {
   const Api& a = api();
   if (!a.why.empty()) EMBER_THROW(DeviceUnavailable, "[cuda] ", a.why);
-  thread_local bool current = false;
-  if (!current) {
-    if (Result r = a.set_current(a.context)) EMBER_THROW(Runtime, "[cuda] cuCtxSetCurrent: ", describe(a, r));
-    current = true;
-  }
+  if (Result r = make_current(a)) EMBER_THROW(Runtime, "[cuda] cuCtxSetCurrent: ", describe(a, r));
   return a;
+}
+
+// For destructors, which must not throw: the driver with its context current, or null (a
+// failure there has nowhere to go; the object only exists if the driver worked once).
+const Api* ready_quietly() {
+  const Api& a = api();
+  return a.why.empty() && make_current(a) == 0 ? &a : nullptr;
 }
 
 void check(const Api& a, Result r, const char* what) {
@@ -197,7 +209,7 @@ DeviceBuffer::DeviceBuffer(size_t bytes) : bytes_(bytes) {
 }
 
 DeviceBuffer::~DeviceBuffer() {
-  if (address_) api().mem_free(address_);  // a failure here has nowhere to go
+  if (const Api* a = address_ ? ready_quietly() : nullptr) a->mem_free(address_);
 }
 
 DeviceBuffer::DeviceBuffer(DeviceBuffer&& other) noexcept
@@ -240,7 +252,7 @@ Module::Module(const std::string& image) {
 }
 
 Module::~Module() {
-  if (module_) api().module_unload(module_);
+  if (const Api* a = module_ ? ready_quietly() : nullptr) a->module_unload(module_);
 }
 
 void* Module::function(const std::string& name) const {
@@ -271,9 +283,9 @@ Timer::Timer() {
 }
 
 Timer::~Timer() {
-  const Api& a = api();
-  if (start_) a.event_destroy(start_);
-  if (stop_) a.event_destroy(stop_);
+  const Api* a = ready_quietly();
+  if (a && start_) a->event_destroy(start_);
+  if (a && stop_) a->event_destroy(stop_);
 }
 
 void Timer::start() {

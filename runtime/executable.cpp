@@ -403,17 +403,15 @@ Executable::Binding Executable::take_binding(const SymbolValues& symbols, const 
   std::vector<OutputBuffer> requests;
   std::vector<bool> fresh(sizes.size(), false);
   for (size_t b = 0; b < sizes.size(); ++b) {
-    // Free when only the binding holds it: its own pointer and its steps' destinations.
     // A buffer that holds outputs the caller makes ([Note: outputs the caller makes]) is the
     // caller's each call, never kept: the caller may hold it past the next call.
-    long held = 1 + (binding.destinations.empty() ? 0 : destination_refs_[b]);
     bool callers = output_storages && holds_output_[b];
-    if (binding.storages[b] && binding.storages[b].use_count() == held && !callers) {
+    if (!callers && is_free(binding, b)) {
       fresh[b] = reshaped;
       continue;
     }
     fresh[b] = true;
-    if (output_storages && holds_output_[b] && sizes[b] > 0) {
+    if (callers && sizes[b] > 0) {
       wanted.push_back(b);
       requests.push_back(output_buffer(binding, b));
     } else {
@@ -441,29 +439,28 @@ size_t Executable::bucket_bytes(size_t bytes) {
   return bytes <= 64 ? bytes : std::bit_ceil(bytes);
 }
 
+// Free when only the binding holds it: its own pointer and its steps' destinations.
+bool Executable::is_free(const Binding& binding, size_t b) const {
+  const std::shared_ptr<Storage>& storage = binding.storages[b];
+  return storage && storage.use_count() == 1 + (binding.destinations.empty() ? 0 : destination_refs_[b]);
+}
+
 // Takes bindings_mu_. Only the least recently used binding is taken over, and only when the
 // plan keeps as many as it may (it would be dropped for this one anyway): sizes that alternate
 // keep their own. The buffers of outputs are not taken over: the caller may hold them.
 bool Executable::adopt_storages(Binding& binding) const {
   std::lock_guard<std::mutex> lock(bindings_mu_);
   if (bindings_.size() < kBindings) return false;
-  for (auto it = bindings_.begin(); it != bindings_.begin() + 1; ++it) {
-    Binding& old = *it;
-    if (old.storages.size() != binding.storages.size()) continue;
-    bool fits = true;
-    for (size_t b = 0; b < old.storages.size() && fits; ++b) {
-      const std::shared_ptr<Storage>& st = old.storages[b];
-      long held = 1 + (old.destinations.empty() ? 0 : destination_refs_[b]);
-      fits = holds_output_[b] || !st || (st.use_count() == held && st->nbytes >= binding.sizes[b]);
-    }
-    if (!fits) continue;
-    old.destinations.clear();  // its arrays hold the storages; the new binding makes its own
-    for (size_t b = 0; b < old.storages.size(); ++b)
-      if (!holds_output_[b]) binding.storages[b] = std::move(old.storages[b]);
-    bindings_.erase(it);
-    return true;
+  Binding& oldest = bindings_.front();
+  for (size_t b = 0; b < oldest.storages.size(); ++b) {
+    bool fits = holds_output_[b] || !oldest.storages[b] ||
+                (is_free(oldest, b) && oldest.storages[b]->nbytes >= binding.sizes[b]);
+    if (!fits) return false;
   }
-  return false;
+  for (size_t b = 0; b < oldest.storages.size(); ++b)
+    if (!holds_output_[b]) binding.storages[b] = std::move(oldest.storages[b]);
+  bindings_.erase(bindings_.begin());  // with its destinations, which the new binding makes again
+  return true;
 }
 
 OutputBuffer Executable::output_buffer(const Binding& binding, size_t b) const {

@@ -91,7 +91,9 @@ using StepObserver = std::function<void(int step, std::span<const Array> inputs,
 class Executable {
  public:
   // Every node runs on its interpreter kernel, except the groups in `fused`. With
-  // `static_buffers` (reduce-overhead), each shape's sizes and buffers are kept from call to call.
+  // `static_buffers` (reduce-overhead), each shape's sizes and buffers are kept from call to call:
+  // an output's buffer is reused once only the plan holds it, and never when the caller makes it
+  // ([Note: outputs the caller makes]); a new size may take over an old one's ([Note: size buckets]).
   explicit Executable(std::unique_ptr<Graph> graph, std::vector<FusedStep> fused = {},
                       bool static_buffers = false);
   const Graph& graph() const { return *graph_; }
@@ -121,11 +123,6 @@ class Executable {
   int kernel_steps() const;
   std::vector<std::string> interpreter_ops() const;
   int buffers() const { return static_cast<int>(buffer_slots_.size()); }
-  // Whether buffers are kept from call to call (reduce-overhead). Without `output_storages`, an
-  // output's memory is reused once only the plan holds it, so a caller must hold outputs through
-  // the plan's storages; with it, the buffers that hold outputs are the caller's, fresh each call
-  // ([Note: outputs the caller makes]), and only the others are kept.
-  bool keeps_buffers() const { return static_buffers_; }
   // Whether `a` views the storage of one of the plan's constants (made once, alive with it).
   bool holds_constant(const Array& a) const;
   // The plan as text: one line per step with the buffers it reads and writes.
@@ -157,6 +154,7 @@ class Executable {
   };
   static constexpr size_t kBindings = 8;  // shapes a static plan keeps bound
   Binding take_binding(const SymbolValues& symbols, const OutputStorages& output_storages) const;
+  bool is_free(const Binding& binding, size_t b) const;
   bool adopt_storages(Binding& binding) const;
   static size_t bucket_bytes(size_t bytes);
   void bind_destinations(Binding& binding, const std::vector<bool>& fresh) const;

@@ -8,6 +8,8 @@ import linecache
 import threading
 import weakref
 
+from ._torch_calls import COLLECTIVE_NAMESPACES
+
 # How to remove the common graph breaks, by a phrase of Dynamo's reason.
 _HINTS = [
     (("item()", "data-dependent", "Data-dependent", "_local_scalar_dense"),
@@ -79,11 +81,8 @@ def _aten_ops(gm):
     return dict(ops)
 
 
-_COLLECTIVE_NAMESPACES = ("_c10d_functional", "c10d_functional", "_c10d_functional_autograd")
-
-
 class GraphRecord:
-    def __init__(self, kind, aten_ops, seconds):
+    def __init__(self, kind, aten_ops, seconds, split=None):
         self.kind = kind  # forward, backward or inference
         self.aten_ops = aten_ops
         self.compile_ms = seconds * 1e3
@@ -93,17 +92,17 @@ class GraphRecord:
         self._ember = {}         # the plan's figures at compile time (kernels, interpreter ops, ...)
         self._plan = None        # the compiled plan (weakly): what its mode did, read when asked
         self.fallback = None     # why the graph runs on PyTorch, if it does
-        self.split = None        # why Dynamo handed it over as a piece of a larger graph (dynamo.split_reason)
+        self.split = split       # why Dynamo handed it over as a piece of a larger graph (dynamo.split_reason)
 
     @property
     def collectives(self):
         """The torch calls that are PyTorch's functional collectives (all_reduce, all_gather, wait_tensor...),
         by op: run in graph order, as PyTorch runs them."""
-        return {op: n for op, n in self.torch_calls.items() if op.split(".")[0] in _COLLECTIVE_NAMESPACES}
+        return {op: n for op, n in self.torch_calls.items() if op.split(".")[0] in COLLECTIVE_NAMESPACES}
 
     @classmethod
-    def compiled(cls, kind, gm, compiled, seconds):
-        r = cls(kind, _aten_ops(gm), seconds)
+    def compiled(cls, kind, gm, compiled, seconds, split=None):
+        r = cls(kind, _aten_ops(gm), seconds, split)
         r.lowered = dict(compiled.lowered_ops)
         r.torch_calls = dict(compiled.torch_call_ops)
         r.failed_lowerings = {op: list(reasons) for op, reasons in getattr(compiled, "failed_lowerings", {}).items()}
@@ -137,8 +136,8 @@ class GraphRecord:
         return self._ember
 
     @classmethod
-    def fallback(cls, kind, gm, reason, seconds):
-        r = cls(kind, _aten_ops(gm), seconds)
+    def fallback(cls, kind, gm, reason, seconds, split=None):
+        r = cls(kind, _aten_ops(gm), seconds, split)
         r.fallback = reason
         return r
 

@@ -248,15 +248,12 @@ class CompiledFx:
         # Outputs the caller sees; in a training forward graph the rest are saved for the
         # backward graph, which reads them through any strides: their layout is not rebuilt.
         visible = self.visible_tensors = _tensor_outputs_among(gm, visible_outputs)
-        # Outputs are PyTorch's memory, fresh each call, in every mode: a static plan
-        # (reduce-overhead's, max-autotune's) keeps only the buffers that hold no output
-        # ([Note: outputs the caller makes] in runtime/executable.cpp).
-        self.outputs_fresh_each_call = True
         self.layout_matters = [any(k < visible for k in group) for group in self.groups]
         self.input_sources = [(_SOURCE_KINDS[kind], src) for kind, src in self.inputs]
         self.outputs_are_tensors = [o for o in self.outputs] == [("ember", k) for k in range(len(self.outputs))]
         # [Note: the steady call] Whether a call can make its outputs before the plan runs:
-        # decided by the first call (None until then, False for no), then (dtype, shape) per buffer.
+        # decided by the first call (None until then, False for no), then (shape, strides, dtype)
+        # per buffer.
         self.steady = None if self._may_be_steady() else False
 
     # --- translation -------------------------------------------------------------------------
@@ -545,10 +542,9 @@ class CompiledFx:
         return self.on_pytorch(args)
 
     def _may_be_steady(self):
-        """What a steady call needs of the graph: sizes that never change (no symbols), nothing
-        that runs Python inside the plan (torch calls), and outputs that are fresh memory each
-        call (not a static plan's buffers)."""
-        return (not self.symbols.sources and not self.torch_calls and self.outputs_fresh_each_call
+        """What a steady call needs of the graph: sizes that never change (no symbols) and
+        nothing that runs Python inside the plan (torch calls)."""
+        return (not self.symbols.sources and not self.torch_calls
                 and all(kind != _SIZE for kind, _ in self.input_sources))
 
     def _settle(self, storages, capsules, tensors, shares):
@@ -560,8 +556,7 @@ class CompiledFx:
         exact = [e for _, e in storages.requests]
         if (len(exact) == len(made) and all(e is not None for e in exact)
                 and all(nbytes <= _TORCH_OUTPUT_MAX for nbytes, _ in storages.requests)
-                and all(shares[k] == -1 and isinstance(capsules[k], torch.Tensor) and tensors[k] is capsules[k]
-                        for k in made)):
+                and all(shares[k] == -1 and tensors[k] is capsules[k] for k in made)):  # the tensors PyTorch made
             self.steady = [(tuple(shape), _contiguous_strides(shape), torch_dtype_of(dtype)) for dtype, shape in exact]
         else:
             self.steady = False
@@ -589,10 +584,12 @@ class CompiledFx:
         else:
             capsules, shares = self.compiled.run(inputs, values, storages)
         tensors = [c if isinstance(c, torch.Tensor) else from_dlpack(c) for c in capsules]
-        if self.outputs_fresh_each_call:  # values saved for a backward graph stay as they are
-            for k in range(self.visible_tensors):
-                if tensors[k] is not capsules[k]:  # not already a tensor of PyTorch's own
-                    tensors[k] = storages.on_torch_storage(tensors[k])
+        # Outputs are PyTorch's memory, fresh each call, in every mode: a static plan keeps only
+        # the buffers that hold no output ([Note: outputs the caller makes] in runtime/executable.h).
+        # Values saved for a backward graph stay as they are.
+        for k in range(self.visible_tensors):
+            if tensors[k] is not capsules[k]:  # not already a tensor of PyTorch's own
+                tensors[k] = storages.on_torch_storage(tensors[k])
         # Shared memory where eager's results do not share it: a copy, as PyTorch may mutate one
         # of them (a clone of an input, two equal values that CSE merged).
         shared = shares.count(-1) != len(shares)  # rare: most outputs are memory of their own

@@ -71,9 +71,7 @@ def make_backend(mode="default", options=None, report=None):
             reason = f"{type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}"
             warnings.warn(f"ember: AOTAutograd could not prepare a graph; it runs on PyTorch instead ({reason})",
                           RuntimeWarning, stacklevel=2)
-            record = _report.GraphRecord.fallback("captured", gm, reason, time.perf_counter() - start)
-            record.split = piece
-            report.add_graph(record)
+            report.add_graph(_report.GraphRecord.fallback("captured", gm, reason, time.perf_counter() - start, piece))
             return gm.forward
 
     backend.__name__ = "ember"
@@ -177,11 +175,7 @@ def _compile_graph(gm, kind, mode, options, report, visible_outputs=None, piece=
         article = "an" if kind[0] in "aeiou" else "a"
         warnings.warn(f"ember: compiling {article} {kind} graph failed; it runs on PyTorch instead ({reason})",
                       RuntimeWarning, stacklevel=2)
-        record = _report.GraphRecord.fallback(kind, gm, reason, time.perf_counter() - start)
-        record.split = piece
-        report.add_graph(record)
+        report.add_graph(_report.GraphRecord.fallback(kind, gm, reason, time.perf_counter() - start, piece))
         return eager_fallback(gm)
-    record = _report.GraphRecord.compiled(kind, gm, compiled, time.perf_counter() - start)
-    record.split = piece
-    report.add_graph(record)
+    report.add_graph(_report.GraphRecord.compiled(kind, gm, compiled, time.perf_counter() - start, piece))
     return compiled

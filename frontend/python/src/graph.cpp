@@ -160,14 +160,13 @@ class CompiledGraph {
     std::vector<py::object> keep;            // the caller's tensors among them
     OutputStorages storages;
     GivenBuffers given;
-    std::vector<GivenOutput>* outputs_given = &given_outputs;
     if (py::isinstance<py::list>(output_storages)) {
       // The buffers' memory made before the call (the bridge's steady state): no call back into Python.
       given = given_buffers(py::reinterpret_borrow<py::list>(output_storages));
-      storages = [&](const std::vector<OutputBuffer>& buffers) { return bind_given(given, buffers, outputs_given); };
+      storages = [&](const std::vector<OutputBuffer>& buffers) { return bind_given(given, buffers, given_outputs); };
     } else if (!output_storages.is_none()) {
       storages = [&](const std::vector<OutputBuffer>& buffers) {
-        return take_storages(output_storages, buffers, outputs_given, keep);
+        return take_storages(output_storages, buffers, given_outputs, keep);
       };
     }
     std::vector<Array> outputs;
@@ -255,8 +254,6 @@ class CompiledGraph {
   std::string mode_text() const { return mode_summary(info_); }
 
  private:
-  // Calls the caller's `output_storages` (with the GIL) for these buffers; remembers the tensors
-  // it made whole for an exact buffer.
   // `output_storages` given as a list: (tensor, its capsule) for each buffer, in the order the plan
   // asks for them, each exactly one output.
   static GivenBuffers given_buffers(const py::list& list) {
@@ -273,7 +270,7 @@ class CompiledGraph {
   // The given buffers for the plan's request, without the GIL: each must be the whole output the
   // plan asks for (the caller made them from an earlier call's request, for the same sizes).
   static std::vector<std::shared_ptr<Storage>> bind_given(const GivenBuffers& given, const std::vector<OutputBuffer>& buffers,
-                                                          std::vector<GivenOutput>* given_outputs) {
+                                                          std::vector<GivenOutput>& given_outputs) {
     if (given.arrays.size() != buffers.size())
       EMBER_THROW(Value, "[run] output_storages gave ", given.arrays.size(), " buffers, the plan has ", buffers.size());
     std::vector<std::shared_ptr<Storage>> out;
@@ -282,15 +279,17 @@ class CompiledGraph {
       const OutputBuffer& b = buffers[i];
       if (b.output < 0 || a.dtype() != b.dtype || a.shape() != b.shape || !a.is_contiguous() || a.data() != a.storage()->data)
         EMBER_THROW(Value, "[run] output_storages gave a tensor other than output buffer ", i, " asks for");
-      if (given_outputs) given_outputs->push_back({b.output, a.storage().get(), a.data(), given.tensors[i]});
+      given_outputs.push_back({b.output, a.storage().get(), a.data(), given.tensors[i]});
       out.push_back(a.storage());
     }
     return out;
   }
 
+  // Calls the caller's `output_storages` (with the GIL) for these buffers; remembers the tensors
+  // it made whole for an exact buffer.
   static std::vector<std::shared_ptr<Storage>> take_storages(const py::object& output_storages,
                                                              const std::vector<OutputBuffer>& buffers,
-                                                             std::vector<GivenOutput>* given_outputs,
+                                                             std::vector<GivenOutput>& given_outputs,
                                                              std::vector<py::object>& keep) {
     py::gil_scoped_acquire gil;
     py::list requests;
@@ -315,9 +314,9 @@ class CompiledGraph {
       Array a = array_from_dlpack(storage);
       bool whole = pair && a.dtype() == b.dtype && a.shape() == b.shape && a.is_contiguous() && a.data() == a.storage()->data;
       if (pair && !whole) throw py::value_error("[run] output_storages gave a tensor other than the output asked for");
-      if (whole && given_outputs) {
+      if (whole) {
         keep.push_back(given[i][py::int_(0)]);
-        given_outputs->push_back({b.output, a.storage().get(), a.data(), keep.back()});
+        given_outputs.push_back({b.output, a.storage().get(), a.data(), keep.back()});
       }
       out.push_back(a.storage());
     }
