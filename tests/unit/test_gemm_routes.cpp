@@ -2,6 +2,7 @@
 // ember's rule, oneDNN, OpenBLAS on the pool, and PyTorch's MKL (runtime/kernels/mkl.h). The MKL
 // case runs as its own CTest with EMBER_MKL_LIBRARY naming the virtual environment's
 // libtorch_cpu.so; elsewhere the MKL route falls back to OpenBLAS and must still be right.
+#include <array>
 #include <cmath>
 #include <cstdlib>
 #include <random>
@@ -86,4 +87,21 @@ TEST_CASE("gemm routes: PyTorch's MKL, found and right", "[.mkl]") {
   REQUIRE(std::getenv("EMBER_MKL_LIBRARY"));
   REQUIRE(kernels::mkl_available());
   check_route(GemmRoute::Mkl);
+}
+
+TEST_CASE("gemm routes: with beta 0, whatever C held before (NaN, infinities) is not read", "[gemm]") {
+  // Outputs are fresh memory that may hold anything: a matrix-vector product on OpenBLAS (ember's
+  // rule for small ones), split or not, and the others, must overwrite it.
+  const float nan = std::nanf(""), inf = INFINITY;
+  for (GemmRoute route : {GemmRoute::Auto, GemmRoute::OneDnn, GemmRoute::Blas})
+    for (auto [m, n, k] : {std::array<int64_t, 3>{1, 1024, 256}, {2, 96, 1000}, {1, 520, 1024}, {700, 2, 300}}) {
+      std::vector<float> a(m * k, 1.0f), b(k * n, -0.0f), c(m * n);
+      for (size_t i = 0; i < c.size(); ++i) c[i] = i % 2 ? nan : -inf;
+      {
+        ScopedStepSettings settings(StepSettings{.threads = 0, .gemm = route});
+        kernels::gemm(a.data(), b.data(), c.data(), m, n, k, false, 0.0f, false);
+      }
+      INFO(route_name(route) << " " << m << "x" << n << "x" << k);
+      for (float x : c) REQUIRE(x == 0.0f);
+    }
 }
