@@ -350,7 +350,7 @@ AutotuneResult Autotuner::tune(const SymbolValues& symbols, const AutotuneOption
         config::log("cache", std::string("a tuning entry would not parse: ") + e.what());
       }
       runner.apply(t.step, choice);
-      result.steps.push_back({t.step, name, 0, choice_str(choice), 0, true, 0, 0});
+      result.steps.push_back({t.step, name, 0, choice_str(choice), 0, true, 0, 0, ""});
       continue;
     }
     double share = total_s > 0 ? t.profile_s / total_s : 1.0 / tunables.size();

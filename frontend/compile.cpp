@@ -66,7 +66,7 @@ struct Entry {
   std::vector<std::type_index> types;
   std::vector<int> shared;  // tensor arguments that were one variable (shared_variables)
   bool has_breaks = false;
-  std::shared_ptr<const Executable> exec;  // no-break traces: replayed directly
+  std::shared_ptr<const GraphPlan> plan;  // no-break traces: replayed directly
   std::vector<InputSource> inputs;
   // A captured output is that tensor itself (the same object, as eager returns it).
   struct Output { enum Kind { Graph, Arg, Captured, Undefined } kind; int index; Tensor captured; };
@@ -120,8 +120,8 @@ class CompiledState : public SegmentCompiler {
  public:
   explicit CompiledState(Options o) : options(std::move(o)), mode(mode_config(options.mode)), pipeline(mode.passes) {}
 
-  std::shared_ptr<const Executable> compile(const Graph& g, GraphInfo& info, std::span<const Array> inputs,
-                                            const SymbolValues& symbols, std::vector<Array>& results) override;
+  std::shared_ptr<const GraphPlan> compile(const Graph& g, GraphInfo& info, std::span<const Array> inputs,
+                                           const SymbolValues& symbols, std::vector<Array>& results) override;
   std::shared_ptr<Entry> lookup(const CallArgs& call, SymbolValues& values, std::string& why) const;
   bool limit_reached(const std::string& why);
   std::string mark_dynamic_dims(const CallArgs& call);
@@ -135,7 +135,7 @@ class CompiledState : public SegmentCompiler {
   mutable std::mutex mutex;        // guards everything below
   std::mutex trace_mutex;          // one trace at a time per function
   struct Segment {
-    std::shared_ptr<const Executable> exec;
+    std::shared_ptr<const GraphPlan> plan;
     GraphInfo info;  // as reported when it was compiled
   };
   std::map<uint64_t, Segment> segments;  // by structural hash
@@ -158,9 +158,9 @@ class CompiledState : public SegmentCompiler {
                                     std::vector<Tensor>& outputs, std::vector<int> rebound_args);
 };
 
-std::shared_ptr<const Executable> CompiledState::compile(const Graph& g, GraphInfo& info,
-                                                        std::span<const Array> inputs, const SymbolValues& symbols,
-                                                        std::vector<Array>& results) {
+std::shared_ptr<const GraphPlan> CompiledState::compile(const Graph& g, GraphInfo& info,
+                                                       std::span<const Array> inputs, const SymbolValues& symbols,
+                                                       std::vector<Array>& results) {
   uint64_t hash = structural_hash(g);
   info.hash = hash;
   {
@@ -181,17 +181,18 @@ std::shared_ptr<const Executable> CompiledState::compile(const Graph& g, GraphIn
       info.autotuned = it->second.info.autotuned;
       info.tuning = it->second.info.tuning;
       info.cache_hit = true;
-      std::shared_ptr<const Executable> exec = it->second.exec;
-      results = exec->run(inputs, symbols, &info.allocations);
-      return exec;
+      std::shared_ptr<const GraphPlan> plan = it->second.plan;
+      results = plan->run(inputs, symbols, &info.allocations);
+      return plan;
     }
   }
   std::shared_ptr<Executable> exec = compile_graph(g, mode, pipeline, options.strict, info);
-  if (mode.autotune)  // its first call runs as the tuner watches, then it is tuned
-    results = run_and_autotune(*exec, inputs, symbols, autotune_options(options.autotune_budget_s, options.autotune_search),
-                               options.strict, info, &info.allocations);
-  else
-    results = exec->run(inputs, symbols, &info.allocations);
+  std::optional<codegen::AutotuneOptions> autotune;
+  if (mode.autotune) autotune = autotune_options(options.autotune_budget_s, options.autotune_search);
+  auto plan = std::make_shared<const GraphPlan>(exec, autotune, options.strict);
+  results = plan->run(inputs, symbols, &info.allocations);  // under max-autotune: tuned around this call
+  plan->describe_tuning(info);
+  info.compile_ms += info.autotune_s * 1e3;
   if (config::log_enabled("compile"))
     config::log("compile", "graph " + std::to_string(hash) + ": " + std::to_string(info.op_count) + " ops in " +
                                std::to_string(info.compile_ms) + " ms");
@@ -206,9 +207,9 @@ std::shared_ptr<const Executable> CompiledState::compile(const Graph& g, GraphIn
     segment_order.pop_front();
     ++segment_evictions;
   }
-  auto [it, inserted] = segments.emplace(hash, Segment{exec, info});
+  auto [it, inserted] = segments.emplace(hash, Segment{plan, info});
   if (inserted) segment_order.push_back(hash);
-  return it->second.exec;
+  return it->second.plan;
 }
 
 namespace {
@@ -246,11 +247,11 @@ bool scalars_match(const Entry& e, const CallArgs& call, std::string& why) {
 
 std::vector<Tensor> replay(const Entry& e, const CallArgs& call, const SymbolValues& values) {
   std::vector<Array> results;
-  if (e.exec) {
+  if (e.plan) {
     std::vector<Array> inputs;
     inputs.reserve(e.inputs.size());
     for (const InputSource& s : e.inputs) inputs.push_back(s.kind == InputSource::Arg ? call.arrays[s.arg] : s.captured);
-    results = e.exec->run(inputs, values);
+    results = e.plan->run(inputs, values);
   }
   std::vector<Tensor> out;
   out.reserve(e.outputs.size());
@@ -387,7 +388,7 @@ std::shared_ptr<Entry> CompiledState::make_entry(const CallArgs& call, TraceCont
   e->has_breaks = ctx.had_breaks();
   e->rebound_args = std::move(rebound_args);
   if (!e->has_breaks) {
-    e->exec = ctx.single_executable();
+    e->plan = ctx.single_plan();
     e->inputs = ctx.single_inputs();
   }
   for (size_t k = 0; k < outputs.size(); ++k) {
@@ -462,6 +463,8 @@ const Options& CompiledCore::options() const { return state_->options; }
 Report CompiledCore::report() const {
   std::lock_guard<std::mutex> lock(state_->mutex);
   Report r = state_->last;
+  for (GraphInfo& g : r.graphs)  // tuning done since, for later buckets of sizes
+    if (auto it = state_->segments.find(g.hash); it != state_->segments.end()) it->second.plan->describe_tuning(g);
   r.recompiles = state_->recompile_log;
   r.segment_evictions = state_->segment_evictions;
   r.notes.insert(r.notes.begin(), state_->notes.begin(), state_->notes.end());

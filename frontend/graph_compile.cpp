@@ -1,6 +1,7 @@
 #include "frontend/graph_compile.h"
 
 #include <algorithm>
+#include <bit>
 #include <chrono>
 
 #include "codegen/plan.h"
@@ -94,6 +95,101 @@ std::vector<Array> run_and_autotune(Executable& exec, std::span<const Array> inp
   }
   info.compile_ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   return outputs;
+}
+
+// [Note: tuning per size bucket]
+// max-autotune measures a step on the sizes of the call that tunes it, and the best way to run
+// a step at 8 rows is not the best at 8,000. A graph with symbols (dynamic sizes) therefore keeps
+// one plan per bucket of its symbols' values, a bucket being the power of two each value rounds
+// up to (values 0 and 1 are their own): the first call in a bucket builds the bucket's plan from
+// the optimised graph (its kernels come from the kernel cache) and tunes it on that call's
+// inputs, as the graph's first call tuned the first plan. The tuning database's keys bucket
+// sizes the same way (layout_signature), so a second process takes every bucket's choices
+// without timing. A graph reaching more than kTunedBuckets buckets runs the rest on the first
+// bucket's plan: correct, tuned for other sizes; the memory of the plans (a static plan's
+// buffers) stays bounded.
+
+namespace {
+
+std::vector<int64_t> bucket_key(const SymbolValues& symbols) {
+  std::vector<int64_t> key;
+  key.reserve(symbols.size());
+  for (int64_t v : symbols) key.push_back(v <= 1 ? v : static_cast<int64_t>(std::bit_ceil(static_cast<uint64_t>(v))));
+  return key;
+}
+
+std::string bucket_text(const std::vector<int64_t>& key) {
+  std::string s;
+  for (size_t i = 0; i < key.size(); ++i) {
+    s += (i ? ", s" : "s") + std::to_string(i) + " in ";
+    s += key[i] <= 2 ? std::to_string(key[i]) : std::to_string(key[i] / 2 + 1) + ".." + std::to_string(key[i]);
+  }
+  return s;
+}
+
+}  // namespace
+
+GraphPlan::GraphPlan(std::shared_ptr<Executable> exec, std::optional<codegen::AutotuneOptions> autotune, bool strict)
+    : first_(std::move(exec)), autotune_(std::move(autotune)), strict_(strict) {}
+
+std::shared_ptr<GraphPlan::Bucket> GraphPlan::bucket_for(const SymbolValues& symbols) const {
+  std::vector<int64_t> key = bucket_key(symbols);
+  std::lock_guard<std::mutex> lock(mu_);
+  if (auto it = buckets_.find(key); it != buckets_.end()) return it->second;
+  if (buckets_.size() >= kTunedBuckets) return bucket_order_.front();
+  auto b = std::make_shared<Bucket>();
+  b->sizes = bucket_text(key);
+  if (buckets_.empty()) {
+    b->exec = first_;
+  } else {
+    codegen::CodegenStats stats;
+    b->exec = codegen::build_cpu_executable(first_->graph().clone(), stats, strict_, first_->static_plan());
+  }
+  buckets_.emplace(std::move(key), b);
+  bucket_order_.push_back(b);
+  return b;
+}
+
+std::vector<Array> GraphPlan::run(std::span<const Array> inputs, const SymbolValues& symbols, int64_t* allocations,
+                                  const OutputStorages& output_storages) const {
+  if (!autotune_) return first_->run(inputs, symbols, allocations, output_storages);
+  std::shared_ptr<Bucket> b = bucket_for(symbols);
+  std::vector<Array> outputs;
+  bool ran = false;
+  std::call_once(b->tuned, [&] {
+    GraphInfo tuned;
+    outputs = run_and_autotune(*b->exec, inputs, symbols, *autotune_, strict_, tuned, allocations, output_storages);
+    for (TuningRecord& t : tuned.tuning) t.sizes = symbols.empty() ? "" : b->sizes;
+    ran = true;
+    std::lock_guard<std::mutex> lock(mu_);  // describe_tuning reads it
+    b->info = std::move(tuned);
+  });
+  if (!ran) outputs = b->exec->run(inputs, symbols, allocations, output_storages);
+  return outputs;
+}
+
+bool GraphPlan::holds_constant(const Array& a) const {
+  if (first_->holds_constant(a)) return true;
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const std::shared_ptr<Bucket>& b : bucket_order_)
+    if (b->exec->holds_constant(a)) return true;
+  return false;
+}
+
+void GraphPlan::describe_tuning(GraphInfo& info) const {
+  if (!autotune_) return;
+  info.autotuned = false;
+  info.autotune_s = 0;
+  info.autotune_timed = 0;
+  info.tuning.clear();
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const std::shared_ptr<Bucket>& b : bucket_order_) {
+    if (!b->info.autotuned) continue;  // still tuning, or its tuning failed
+    info.autotuned = true;
+    info.autotune_s += b->info.autotune_s;
+    info.autotune_timed += b->info.autotune_timed;
+    info.tuning.insert(info.tuning.end(), b->info.tuning.begin(), b->info.tuning.end());
+  }
 }
 
 }  // namespace ember

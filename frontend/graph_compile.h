@@ -4,7 +4,9 @@
 // both compile graphs through here.
 #pragma once
 
+#include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <span>
 #include <string>
@@ -34,5 +36,39 @@ codegen::AutotuneOptions autotune_options(std::optional<double> budget_s, const 
 std::vector<Array> run_and_autotune(Executable& exec, std::span<const Array> inputs, const SymbolValues& symbols,
                                     const codegen::AutotuneOptions& options, bool strict, GraphInfo& info,
                                     int64_t* allocations = nullptr, const OutputStorages& output_storages = {});
+
+// A compiled graph as its callers run it: the plan compile_graph built, or under max-autotune one
+// tuned plan per power-of-two bucket of the symbols' values ([Note: tuning per size bucket]).
+// Thread-safe: calls in a new bucket tune its plan once, while calls in other buckets run.
+class GraphPlan {
+ public:
+  // `exec` as compile_graph built it; `autotune` under max-autotune.
+  GraphPlan(std::shared_ptr<Executable> exec, std::optional<codegen::AutotuneOptions> autotune, bool strict);
+  std::vector<Array> run(std::span<const Array> inputs, const SymbolValues& symbols, int64_t* allocations = nullptr,
+                         const OutputStorages& output_storages = {}) const;
+  // The first bucket's plan: every bucket's has the same graph, steps and buffers.
+  const Executable& plan() const { return *first_; }
+  // Whether `a` views a constant of any bucket's plan.
+  bool holds_constant(const Array& a) const;
+  // What tuning has done so far, over every bucket, into `info`'s autotune fields.
+  void describe_tuning(GraphInfo& info) const;
+  static constexpr size_t kTunedBuckets = 8;  // past these, a new bucket runs the first's plan
+
+ private:
+  struct Bucket {
+    std::once_flag tuned;
+    std::shared_ptr<Executable> exec;
+    std::string sizes;  // "s0 in 33..64", for the report
+    GraphInfo info;     // its tuning
+  };
+  std::shared_ptr<Bucket> bucket_for(const SymbolValues& symbols) const;
+
+  std::shared_ptr<Executable> first_;
+  std::optional<codegen::AutotuneOptions> autotune_;
+  bool strict_;
+  mutable std::mutex mu_;
+  mutable std::map<std::vector<int64_t>, std::shared_ptr<Bucket>> buckets_;  // by bucket_key
+  mutable std::vector<std::shared_ptr<Bucket>> bucket_order_;                 // as reached
+};
 
 }  // namespace ember

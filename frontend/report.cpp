@@ -2,6 +2,7 @@
 
 #include <cstdio>
 #include <map>
+#include <set>
 #include <sstream>
 
 namespace ember {
@@ -55,13 +56,17 @@ std::string mode_summary(const GraphInfo& g) {
     for (const TuningRecord& t : g.tuning) known += t.from_database;
     char s[32];
     std::snprintf(s, sizeof s, "%.2f", g.autotune_s);
-    out << "; tuned " << g.tuning.size() << " steps in " << s << " s (" << known << " from the tuning database, "
-        << g.autotune_timed << " candidates timed)";
+    std::set<std::string> buckets;
+    for (const TuningRecord& t : g.tuning) buckets.insert(t.sizes);
+    out << "; tuned " << g.tuning.size() << " steps";
+    if (buckets.size() > 1 || (buckets.size() == 1 && !buckets.begin()->empty()))
+      out << " over " << buckets.size() << " bucket" << (buckets.size() > 1 ? "s" : "") << " of sizes";
+    out << " in " << s << " s (" << known << " from the tuning database, " << g.autotune_timed << " candidates timed)";
   }
   out << "\n";
   for (const TuningRecord& t : g.tuning) {
     if (t.from_database && t.winner == "default") continue;
-    out << "  step " << t.step << " " << t.name << ": ";
+    out << "  step " << t.step << (t.sizes.empty() ? "" : " (" + t.sizes + ")") << " " << t.name << ": ";
     if (t.from_database) {
       out << t.winner << " (from the tuning database)\n";
       continue;
@@ -120,7 +125,7 @@ std::string Report::json() const {
     return "{\"step\": " + std::to_string(t.step) + ", \"name\": " + quote(t.name) + ", \"winner\": " + quote(t.winner) +
            ", \"default_us\": " + std::to_string(t.default_us) + ", \"winner_us\": " + std::to_string(t.winner_us) +
            ", \"from_database\": " + (t.from_database ? "true" : "false") + ", \"timed\": " + std::to_string(t.timed) +
-           ", \"rejected\": " + std::to_string(t.rejected) + "}";
+           ", \"rejected\": " + std::to_string(t.rejected) + ", \"sizes\": " + quote(t.sizes) + "}";
   };
   auto graph = [&](const GraphInfo& g) {
     std::string ops = "{";

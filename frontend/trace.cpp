@@ -248,20 +248,20 @@ void TraceContext::flush(const std::vector<Tensor>& outputs) {
   bool has_effects = false;
   for (const Node* n : graph_->nodes()) has_effects = has_effects || must_run(n);
   if (graph_->outputs().empty() && !has_effects) {
-    last_exec_ = nullptr;
+    last_plan_ = nullptr;
     last_inputs_ = sources_;
     return;
   }
   GraphInfo info;
   std::vector<Array> results;
-  auto exec = compiler_.compile(*graph_, info, input_values_, values_, results);
+  auto plan = compiler_.compile(*graph_, info, input_values_, values_, results);
   info.id = static_cast<int>(report_.graphs.size());
   report_.graphs.push_back(info);
   for (size_t i = 0; i < live.size(); ++i) {
     live[i]->value = results[i];
     live[i]->node = nullptr;  // now concrete; `ctx` stays set so its symbolic type is kept
   }
-  last_exec_ = exec;
+  last_plan_ = plan;
   last_inputs_ = sources_;
 }
 

@@ -54,15 +54,17 @@ struct Guards {
   std::vector<std::string> describe() const;
 };
 
+class GraphPlan;  // frontend/graph_compile.h
+
 // The compile-side services a trace needs; implemented by the compiled function.
 class SegmentCompiler {
  public:
   virtual ~SegmentCompiler() = default;
-  // Compiles (or finds in the cache) the executable for `g` and runs it on this call's inputs
+  // Compiles (or finds in the cache) the plan for `g` and runs it on this call's inputs
   // into `results`; fills `info` for the report. A graph compiled now under max-autotune is
   // tuned around this first run (frontend/graph_compile.h).
-  virtual std::shared_ptr<const Executable> compile(const Graph& g, GraphInfo& info, std::span<const Array> inputs,
-                                                    const SymbolValues& symbols, std::vector<Array>& results) = 0;
+  virtual std::shared_ptr<const GraphPlan> compile(const Graph& g, GraphInfo& info, std::span<const Array> inputs,
+                                                   const SymbolValues& symbols, std::vector<Array>& results) = 0;
 };
 
 class TraceContext : public FactSink {
@@ -105,7 +107,7 @@ class TraceContext : public FactSink {
   int segments() const { return segments_; }
   bool had_breaks() const { return breaks_ > 0; }
   // Valid after finish() when the trace had no break: what a replay needs.
-  std::shared_ptr<const Executable> single_executable() const { return last_exec_; }
+  std::shared_ptr<const GraphPlan> single_plan() const { return last_plan_; }
   const std::vector<InputSource>& single_inputs() const { return last_inputs_; }
   const Guards& guards() const { return guards_; }
   Guards& guards() { return guards_; }
@@ -137,7 +139,7 @@ class TraceContext : public FactSink {
   Guards guards_;
   std::vector<uint64_t> read_values_;  // bit patterns of note_read_value()
   int segments_ = 0, breaks_ = 0;
-  std::shared_ptr<const Executable> last_exec_;
+  std::shared_ptr<const GraphPlan> last_plan_;
   std::vector<InputSource> last_inputs_;
 };
 

@@ -119,6 +119,7 @@ class Executable {
   void set_step(int i, std::shared_ptr<const KernelStep> kernel, StepSettings settings);
 
   int steps() const { return static_cast<int>(steps_.size()); }
+  bool static_plan() const { return static_buffers_; }  // reduce-overhead's: buffers kept between calls
   // Steps that run generated code, and the ops of those that run on the interpreter.
   int kernel_steps() const;
   std::vector<std::string> interpreter_ops() const;

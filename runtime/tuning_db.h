@@ -26,6 +26,7 @@ struct TuningRecord {
   bool from_database = false;
   int timed = 0;           // candidates timed
   int rejected = 0;        // candidates that computed another value, or failed to compile
+  std::string sizes;       // the bucket of sizes it was tuned for ("s0 in 33..64"); "" for fixed sizes
 };
 
 }  // namespace ember

@@ -46,6 +46,24 @@ def test_a_second_process_reads_the_tuning_database(tmp_path, monkeypatch):
     assert all(t["from_database"] for t in graph["tuning"])
 
 
+def test_dynamic_sizes_tune_per_power_of_two_bucket(tmp_path, monkeypatch):
+    """[Note: tuning per size bucket]: a graph with a symbolic batch is tuned again when a call
+    reaches a new power-of-two bucket of it, and not for another call in a bucket it has."""
+    monkeypatch.setenv("EMBER_CACHE_DIR", str(tmp_path))
+    torch._dynamo.reset()
+    model = _mlp()
+    compiled = ember.compile(model, mode="max-autotune", dynamic=True, options={"autotune_budget_s": 0.0})
+    with torch.no_grad():
+        for batch in (8, 6, 100, 120, 3):
+            x = torch.randn(batch, 64)
+            torch.testing.assert_close(compiled(x), model(x), rtol=1e-4, atol=1e-5)
+    graphs = [g["ember"] for g in report_of(compiled).as_dict()["graphs"] if g.get("ember")]
+    assert len(graphs) == 1, graphs
+    sizes = {t["sizes"] for t in graphs[0]["tuning"]}
+    assert sizes == {"s0 in 5..8", "s0 in 65..128", "s0 in 3..4"}, sizes
+    assert "over 3 buckets of sizes" in report_of(compiled).text()
+
+
 def test_default_and_reduce_overhead_do_not_tune():
     x = torch.randn(4, 64)
     for mode, static in (("default", False), ("reduce-overhead", True)):

@@ -12,6 +12,7 @@
 
 #include "codegen/autotune.h"
 #include "codegen/search.h"
+#include "frontend/graph_compile.h"
 #include "ir/builder.h"
 #include "ir/sha256.h"
 #include "modes/mode.h"
@@ -277,4 +278,45 @@ TEST_CASE("modes: the report says what each mode did", "[autotune][modes]") {
   CHECK_THROWS_WITH(compile(fn, Options{.mode = "max-autotune", .autotune_search = "annealing"}),
                     Catch::Contains("unknown autotune_search"));
   CHECK_THROWS_AS(compile(fn, Options{.autotune_budget_s = -1.0}), Error);
+}
+
+TEST_CASE("max-autotune: dynamic sizes tune once per power-of-two bucket, bounded", "[autotune]") {
+  FreshCache cache;
+  Tensor w = uniform({64, 48}, 1);
+  auto fn = [&](const Tensor& t) { return softmax(linear(t, w), -1) * 3.0; };
+  Options options{.mode = "max-autotune", .dynamic = true, .autotune_budget_s = 0.0};
+  auto f = compile(fn, options);
+  auto buckets_of = [](const GraphInfo& g) {
+    std::set<std::string> sizes;
+    for (const TuningRecord& t : g.tuning) sizes.insert(t.sizes);
+    return sizes;
+  };
+  for (int64_t rows : {8, 12, 200, 6, 16}) {  // 6 shares 8's bucket, 16 shares 12's
+    Tensor x = uniform({rows, 48}, static_cast<uint64_t>(rows));
+    test::check_close(f(x), fn(x), 1e-4, 1e-5);
+  }
+  GraphInfo g = f.report().graphs.at(0);
+  CHECK(buckets_of(g) == std::set<std::string>{"s0 in 5..8", "s0 in 9..16", "s0 in 129..256"});
+  CHECK(f.report().text().find("over 3 buckets of sizes") != std::string::npos);
+  CHECK(f.report().json().find("\"sizes\": \"s0 in 129..256\"") != std::string::npos);
+  CHECK(g.autotune_timed == static_cast<int>(g.tuning.size()));  // no budget: each bucket's defaults only
+
+  // Past kTunedBuckets, new buckets run an existing plan: correct, and nothing more is tuned.
+  for (int64_t rows : {3, 17, 33, 65, 300, 600, 1100, 2100}) {
+    Tensor x = uniform({rows, 48}, static_cast<uint64_t>(rows));
+    test::check_close(f(x), fn(x), 1e-4, 1e-5);
+  }
+  g = f.report().graphs.at(0);
+  CHECK(buckets_of(g).size() == GraphPlan::kTunedBuckets);
+
+  // A second compile (as a second process) takes every bucket's choices from the database.
+  auto again = compile(fn, options);
+  for (int64_t rows : {8, 12, 200}) {
+    Tensor x = uniform({rows, 48}, static_cast<uint64_t>(rows));
+    test::check_close(again(x), fn(x), 1e-4, 1e-5);
+  }
+  GraphInfo warm = again.report().graphs.at(0);
+  CHECK(buckets_of(warm).size() == 3);
+  CHECK(warm.autotune_timed == 0);
+  for (const TuningRecord& t : warm.tuning) CHECK(t.from_database);
 }

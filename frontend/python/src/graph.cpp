@@ -121,17 +121,14 @@ class CompiledGraph {
 
  public:
   CompiledGraph(PyGraph& g, const std::string& mode_name, bool strict, std::optional<double> autotune_budget_s,
-                const std::string& autotune_search)
-      : strict_(strict) {
+                const std::string& autotune_search) {
     ModeConfig mode = mode_config(mode_name);
     Pipeline pipeline(mode.passes);
     verify(g.graph());
     std::shared_ptr<Executable> exec = compile_graph(g.graph(), mode, pipeline, strict, info_);
-    if (mode.autotune) {
-      untuned_ = exec;  // kept (non-const) for its first call, which tunes it
-      autotune_ = autotune_options(autotune_budget_s, autotune_search);
-    }
-    exec_ = std::move(exec);
+    std::optional<codegen::AutotuneOptions> autotune;
+    if (mode.autotune) autotune = autotune_options(autotune_budget_s, autotune_search);
+    plan_ = std::make_shared<const GraphPlan>(std::move(exec), autotune, strict);
     info_.hash = structural_hash(g.graph());
   }
 
@@ -149,7 +146,7 @@ class CompiledGraph {
     std::vector<Array> arrays;
     arrays.reserve(inputs.size());
     for (py::handle h : inputs) arrays.push_back(array_from_dlpack(h));
-    const Graph& g = exec_->graph();
+    const Graph& g = plan_->plan().graph();
     if (arrays.size() != g.inputs().size())
       EMBER_THROW(Value, "[run] the graph takes ", g.inputs().size(), " inputs, not ", arrays.size());
     if (symbols.size() != g.symbols().size())
@@ -174,20 +171,13 @@ class CompiledGraph {
       py::gil_scoped_release no_gil;  // kernels and the thread pool run without it; torch calls take it
       std::optional<ThreadCountForCall> count;
       if (threads > 0) count.emplace(threads);
-      bool ran = false;
-      if (untuned_) {  // max-autotune: the first call runs observed, then tunes the plan (others wait)
-        std::call_once(tuned_, [&] {
-          outputs = run_and_autotune(*untuned_, arrays, symbols, autotune_, strict_, info_, nullptr, storages);
-          ran = true;
-        });
-      }
-      if (!ran) outputs = exec_->run(arrays, symbols, nullptr, storages);
+      outputs = plan_->run(arrays, symbols, nullptr, storages);  // max-autotune: a new bucket's first call tunes
     }
     std::vector<int64_t> shares(outputs.size(), -1);
     for (size_t k = 0; k < outputs.size(); ++k) {
       // A constant of the plan (a folded value, a `full`) lives as long as the plan: PyTorch
       // may mutate what it gets, so it gets a copy.
-      if (exec_->holds_constant(outputs[k])) {
+      if (plan_->holds_constant(outputs[k])) {
         const std::vector<int64_t>& shape = outputs[k].shape();
         size_t bytes = static_cast<size_t>(outputs[k].numel()) * itemsize(outputs[k].dtype());
         Array fresh = storages ? Array(outputs[k].dtype(), shape, Array::contiguous_strides(shape), 0,
@@ -215,6 +205,9 @@ class CompiledGraph {
   }
 
   py::dict info() const {
+    GraphInfo info_ = this->info_;
+    plan_->describe_tuning(info_);  // tuning done so far, in every bucket of sizes
+    info_.compile_ms += info_.autotune_s * 1e3;
     py::dict d;
     d["op_count"] = info_.op_count;
     d["ops"] = info_.ops;
@@ -245,13 +238,18 @@ class CompiledGraph {
       r["from_database"] = t.from_database;
       r["timed"] = t.timed;
       r["rejected"] = t.rejected;
+      r["sizes"] = t.sizes;
       tuning.append(r);
     }
     d["tuning"] = tuning;
     return d;
   }
-  std::string plan() const { return exec_->describe(); }
-  std::string mode_text() const { return mode_summary(info_); }
+  std::string plan() const { return plan_->plan().describe(); }
+  std::string mode_text() const {
+    GraphInfo info = info_;
+    plan_->describe_tuning(info);
+    return mode_summary(info);
+  }
 
  private:
   // `output_storages` given as a list: (tensor, its capsule) for each buffer, in the order the plan
@@ -333,14 +331,8 @@ class CompiledGraph {
                   shape_str(to_shape(shape)), " (", t.str(), ")");
   }
 
-  std::shared_ptr<const Executable> exec_;
-  bool strict_;
-  // max-autotune: the plan as its first call tunes it (run() does, once), the settings to tune
-  // with, and the report, which the tuning completes.
-  std::shared_ptr<Executable> untuned_;
-  codegen::AutotuneOptions autotune_;
-  mutable std::once_flag tuned_;
-  mutable GraphInfo info_;
+  std::shared_ptr<const GraphPlan> plan_;
+  GraphInfo info_;  // as compiled; the plan adds its tuning when asked
 };
 
 }  // namespace
