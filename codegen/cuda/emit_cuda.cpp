@@ -202,6 +202,7 @@ struct Scope {
   const Scope* parent = nullptr;
   std::vector<std::string> offsets;  // per operand: an expression
   std::map<int, std::string> values;
+  std::vector<std::string> elements;  // per operand, when set: its element itself (a vector's lane)
   const std::string* find(int v) const {
     for (const Scope* s = this; s; s = s->parent)
       if (auto it = s->values.find(v); it != s->values.end()) return &it->second;
@@ -266,7 +267,7 @@ class CudaWriter {
     std::string name = fresh("v");
     if (v < inputs_) {
       DType dt = spec_.inputs[v].dtype;
-      std::string at = "((const " + storage(dt) + "*)p.buffer[" + std::to_string(v) + "])[" + scope.offsets[v] + "]";
+      std::string at = element(v, scope);
       std::string loaded = dt == DType::Float16  ? "ember_f16_to_f32(" + at + ")"
                            : dt == DType::BFloat16 ? "ember_bf16_to_f32(" + at + ")"
                                                    : "(" + reg(dt) + ")" + at;
@@ -310,21 +311,118 @@ class CudaWriter {
                          : dt == DType::BFloat16 ? "ember_f32_to_bf16(" + e + ")"
                          : dt == DType::Bool     ? "(unsigned char)(" + e + " != 0)"
                                                  : "(" + storage(dt) + ")(" + e + ")";
-    line("((" + storage(dt) + "*)p.buffer[" + std::to_string(inputs_ + out) + "])[" + scope.offsets[inputs_ + out] +
-         "] = " + stored + ";");
+    line(element(inputs_ + out, scope) + " = " + stored + ";");
+  }
+
+  // Operand k's element where `scope` is, as stored (an lvalue for an output).
+  std::string element(int k, const Scope& scope) const {
+    if (!scope.elements.empty()) return scope.elements[k];
+    std::string type = k < inputs_ ? "const " + storage(operand_dtype(k)) : storage(operand_dtype(k));
+    return "((" + type + "*)p.buffer[" + std::to_string(k) + "])[" + scope.offsets[k] + "]";
+  }
+  DType operand_dtype(int k) const {
+    return k < inputs_ ? spec_.inputs[k].dtype : spec_.dtype_of(spec_.outputs[k - inputs_]);
   }
 
   // ---- elementwise: a grid-stride loop over the domain's elements
 
+  // [Note: flat elementwise kernels]
+  // Most launches read and write whole contiguous arrays, where an element's offset in every
+  // operand is its index in the domain: the kernel checks that first (each operand's strides are
+  // the domain's contiguous strides, or, for an input, all 0: one value for every element) and
+  // then skips the per-dim division that a strided or broadcast operand needs. When, in
+  // addition, every array starts on a multiple of its vector's size, each thread moves
+  // `lanes` elements at once (16 bytes of the widest operand: one ld.global.v4 for float32), the
+  // tail that is not a whole vector element by element.
   void elementwise() {
     line("i64 count = 1;");
     line("for (int d = 0; d < " + std::to_string(rank()) + "; ++d) count *= p.meta[d];");
-    open("for (i64 i = (i64)blockIdx.x * (i64)blockDim.x + (i64)threadIdx.x; i < count; "
-         "i += (i64)gridDim.x * (i64)blockDim.x) {");
+    line("const i64 first = (i64)blockIdx.x * (i64)blockDim.x + (i64)threadIdx.x, step = (i64)gridDim.x * (i64)blockDim.x;");
+    layout_checks();
+    open("if (flat && aligned) {");
+    flat_vectors();
+    close("}");
+    open("if (flat) {");
+    open(std::string("for (i64 i = aligned ? count / ") + std::to_string(lanes()) + " * " + std::to_string(lanes()) +
+         " + first : first; i < count; i += step) {");
+    Scope flat_scope;
+    for (int k = 0; k < operands_; ++k)
+      flat_scope.offsets.push_back(k < inputs_ ? "((splat >> " + std::to_string(k) + ") & 1u ? 0 : i)" : "i");
+    for (size_t out = 0; out < spec_.outputs.size(); ++out) store(static_cast<int>(out), flat_scope);
+    close();
+    line("return;");
+    close();
+    open("for (i64 i = first; i < count; i += step) {");
     Scope scope;
     for (int k = 0; k < operands_; ++k) scope.offsets.push_back(fresh("o"));
     offsets_of("i", rank(), scope.offsets);
     for (size_t out = 0; out < spec_.outputs.size(); ++out) store(static_cast<int>(out), scope);
+    close();
+  }
+
+  // Elements per vector: 16 bytes of the widest operand.
+  int lanes() const {
+    size_t widest = 1;
+    for (int k = 0; k < operands_; ++k) widest = std::max(widest, itemsize(operand_dtype(k)));
+    return static_cast<int>(16 / widest);
+  }
+
+  // Defines `flat` (every operand contiguous over the domain, or an input of one value, whose
+  // bit is set in `splat`) and `aligned` (every array but those starts on its vector's size).
+  void layout_checks() {
+    line("unsigned splat = 0u;");
+    line("bool flat = true, aligned = true;");
+    open("for (int k = 0; k < " + std::to_string(operands_) + "; ++k) {");
+    line("i64 want = 1;");
+    line("bool contiguous = true, single = true;");
+    open("for (int d = " + std::to_string(rank() - 1) + "; d >= 0; --d) {");
+    line("const i64 s = p.meta[" + std::to_string(rank()) + " * (1 + k) + d];");
+    line("if (p.meta[d] != 1) { contiguous = contiguous && s == want; single = single && s == 0; }");
+    line("want *= p.meta[d];");
+    close();
+    line("if (!contiguous && single && k < " + std::to_string(inputs_) + ") splat |= 1u << k;");
+    line("flat = flat && (contiguous || (single && k < " + std::to_string(inputs_) + "));");
+    close();
+    for (int k = 0; k < operands_; ++k) {
+      size_t bytes = itemsize(operand_dtype(k)) * static_cast<size_t>(lanes());
+      std::string check = "(u64)p.buffer[" + std::to_string(k) + "] % " + std::to_string(bytes) + " == 0";
+      if (k < inputs_) check = "((splat >> " + std::to_string(k) + ") & 1u || " + check + ")";
+      line("aligned = aligned && " + check + ";");
+    }
+  }
+
+  std::string vector_type(int k) const {
+    return "ember_vec<" + storage(operand_dtype(k)) + ", " + std::to_string(lanes()) + ">";
+  }
+
+  // The whole vectors of a flat, aligned launch: each input's vector loaded (or its one value),
+  // each lane computed, each output's vector stored.
+  void flat_vectors() {
+    const int n = lanes();
+    std::vector<std::string> one(inputs_);
+    for (int k = 0; k < inputs_; ++k) {
+      one[k] = fresh("one");
+      line(storage(operand_dtype(k)) + " " + one[k] + " = (splat >> " + std::to_string(k) + ") & 1u ? ((const " +
+           storage(operand_dtype(k)) + "*)p.buffer[" + std::to_string(k) + "])[0] : (" + storage(operand_dtype(k)) + ")0;");
+    }
+    open("for (i64 q = first; q < count / " + std::to_string(n) + "; q += step) {");
+    std::vector<std::string> vec(operands_);
+    for (int k = 0; k < operands_; ++k) {
+      vec[k] = fresh("vec");
+      line(vector_type(k) + " " + vec[k] + ";");
+      if (k < inputs_)
+        line("if (!((splat >> " + std::to_string(k) + ") & 1u)) " + vec[k] + " = ember_vec_at((const " + vector_type(k) +
+             "*)p.buffer[" + std::to_string(k) + "], q);");
+    }
+    open("for (int l = 0; l < " + std::to_string(n) + "; ++l) {");
+    Scope lane;
+    for (int k = 0; k < operands_; ++k)
+      lane.elements.push_back(k < inputs_ ? "((splat >> " + std::to_string(k) + ") & 1u ? " + one[k] + " : " + vec[k] + ".v[l])"
+                                          : vec[k] + ".v[l]");
+    for (size_t out = 0; out < spec_.outputs.size(); ++out) store(static_cast<int>(out), lane);
+    close();
+    for (int k = inputs_; k < operands_; ++k)
+      line("ember_vec_at((" + vector_type(k) + "*)p.buffer[" + std::to_string(k) + "], q) = " + vec[k] + ";");
     close();
   }
 

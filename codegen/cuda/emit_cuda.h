@@ -11,7 +11,11 @@
 // so one compiled kernel serves every size, as on the CPU.
 //
 // Launch geometry (launch_of): blocks of kBlockThreads threads.
-//   elementwise   a grid-stride loop over the domain's elements, one element per thread;
+//   elementwise   a grid-stride loop over the domain's elements. When every operand is
+//                 contiguous (or an input of one value) and starts on 16 bytes, each thread
+//                 moves a 16-byte vector of elements per step; when only contiguous, one element
+//                 by its index; otherwise one element by its per-dim offsets
+//                 ([Note: flat elementwise kernels]);
 //   row kernel    a block per row (a grid-stride loop over rows): each thread folds the row's
 //                 elements at its own stride, the warps combine by shuffles and the block
 //                 through shared memory, then each thread stores its elements;

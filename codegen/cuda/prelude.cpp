@@ -15,6 +15,16 @@ typedef unsigned long long u64;
 #define EMBER_INF INFINITY
 #endif
 
+// N elements that move as one access of N * sizeof(T) bytes (16 at most: ld.global.v4).
+template <class T, int N> struct alignas(sizeof(T) * N) ember_vec { T v[N]; };
+// Vector q of an array; a GPU faults on a misaligned one, and the emulation says so too.
+template <class V> __device__ __forceinline__ V& ember_vec_at(V* base, i64 q) {
+#ifdef EMBER_CUDA_EMULATION
+  ember_emulation::require_aligned(base, alignof(V));
+#endif
+  return base[q];
+}
+
 // Integers wrap at 64 bits (then at the dtype's width when stored), never undefined.
 __device__ __forceinline__ i64 ember_wrap_add(i64 a, i64 b) { return (i64)((u64)a + (u64)b); }
 __device__ __forceinline__ i64 ember_wrap_sub(i64 a, i64 b) { return (i64)((u64)a - (u64)b); }

@@ -140,17 +140,26 @@ std::vector<std::string> compile_emulated(const std::vector<Kernel>& kernels, co
   return libraries;
 }
 
-// Replays one launch; returns "" or what differed.
-std::string replay(const Kernel& k, const LaunchRecord& r, Emulate emulate) {
+// Replays one launch with each operand `shifted` by one element off 16-byte alignment or not;
+// returns "" or what differed.
+std::string replay(const Kernel& k, const LaunchRecord& r, Emulate emulate, bool shifted) {
   std::vector<Guarded> memory;  // each operand's bytes
-  for (const auto& op : r.inputs) memory.emplace_back(op.bytes);
-  for (const auto& op : r.outputs) memory.emplace_back(std::string(op.bytes.size(), '\0'));
+  for (const auto& op : r.inputs) memory.emplace_back(op.bytes, shifted ? itemsize(op.dtype) : 0);
+  for (const auto& op : r.outputs) memory.emplace_back(std::string(op.bytes.size(), '\0'), shifted ? itemsize(op.dtype) : 0);
   std::vector<void*> buffers;
   for (Guarded& m : memory) buffers.push_back(m.data());
   // Few small blocks: two warps each (the block reduction still crosses warps) and at most four of
   // them (the grid-stride loops take the rest), so the coroutines stay few.
   emulate(buffers.data(), reinterpret_cast<const long long*>(r.meta.data()), cuda::grid_of(k.spec, r.meta.data(), 4), 64);
-  return judge(k, r, memory);
+  std::string why = judge(k, r, memory);
+  return why.empty() || !shifted ? why : why + " (operands off 16-byte alignment)";
+}
+
+// Elementwise kernels take a vector path for aligned arrays and a scalar one otherwise: both run.
+std::string replay(const Kernel& k, const LaunchRecord& r, Emulate emulate) {
+  std::string why = replay(k, r, emulate, false);
+  if (why.empty() && !k.spec.reduces()) why = replay(k, r, emulate, true);
+  return why;
 }
 
 }  // namespace

@@ -10,7 +10,8 @@
 //   __syncthreads(), a barrier of the block;
 //   __shfl_xor_sync(mask, value, lane_mask) on a full warp of 32, for float, double, int and
 //   long long;
-//   the device math functions, which are the host's <cmath> ones.
+//   the device math functions, which are the host's <cmath> ones;
+//   a vector access at an address that is not a multiple of its size aborts, as a GPU faults.
 // Each block runs its threads as coroutines on one host thread, switching at every barrier and
 // shuffle, so a thread that reaches __syncthreads waits for every other thread of its block, as
 // on a GPU; a barrier that some threads never reach is reported, not hung on. The switch is a
@@ -245,6 +246,13 @@ T shuffle_xor(T value, int lane_mask) {
   T out;
   std::memcpy(&out, &theirs, sizeof(T));
   return out;
+}
+
+// A vector access's address, which must be a multiple of its size (a GPU faults otherwise).
+inline void require_aligned(const void* base, size_t bytes) {
+  if (reinterpret_cast<uintptr_t>(base) % bytes == 0) return;
+  std::fprintf(stderr, "cuda emulation: a %zu-byte vector access at %p, misaligned\n", bytes, base);
+  std::abort();
 }
 
 }  // namespace ember_emulation

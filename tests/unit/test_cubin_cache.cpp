@@ -31,7 +31,7 @@ int child_build(const std::string& dir) {
   pid_t pid = fork();
   if (pid == 0) {
     setenv("EMBER_CACHE_DIR", dir.c_str(), 1);
-    setenv("EMBER_CUBIN_TEST_SOURCE_PID", std::to_string(getppid()).c_str(), 1);
+    setenv("CUBIN_CACHE_TEST_SOURCE_PID", std::to_string(getppid()).c_str(), 1);
     execl("/proc/self/exe", "ember_unit_tests", "[.cubin_child]", static_cast<char*>(nullptr));
     _exit(127);
   }
@@ -45,7 +45,7 @@ bool is_elf(const std::string& image) { return image.size() > 4 && image.compare
 }  // namespace
 
 TEST_CASE("cubin cache: child process", "[.cubin_child]") {
-  std::string pid = std::getenv("EMBER_CUBIN_TEST_SOURCE_PID");
+  std::string pid = std::getenv("CUBIN_CACHE_TEST_SOURCE_PID");
   std::string src = "extern \"C\" __global__ void cubin_cache_test(float* x) { x[threadIdx.x] *= " + pid + ".0f; }\n";
   CubinBuild b = cubin_for(src, "cubin_cache_test", "sm_80");
   if (!is_elf(*b.image)) std::exit(4);
