@@ -480,7 +480,7 @@ class CudaWriter {
   void fold_loop(const std::vector<int>& reds, const std::vector<std::string>& accs, const std::vector<std::string>& types,
                  const std::string& header, const std::string& index, const At& at, Scope& line_scope) {
     open(header);
-    Scope element{&line_scope, {}, {}};
+    Scope element{&line_scope, {}, {}, {}};
     at(element, index);
     for (size_t i = 0; i < reds.size(); ++i) {
       std::string x = value(instr(reds[i]).args[0], element);
@@ -492,7 +492,20 @@ class CudaWriter {
     close();
   }
 
-  // ---- row kernels: a block per row
+  // ---- row kernels: a warp or a block per row
+
+  // [Note: a warp or a block per row]
+  // A row of at most kWarpRowLimit elements is folded by one warp: its 32 lanes combine by
+  // shuffles alone, with no shared memory and no barrier, and a block of 256 threads serves 8
+  // rows at once, as softmax over short rows wants. A longer row takes the whole block, whose
+  // warps combine through shared memory. Both are in every row kernel and the row's length
+  // (an argument) picks one per launch, so one kernel still serves every size; grid_of sizes
+  // the grid to match. In the emulated tests each launch runs both ways.
+  struct RowTeam {
+    bool warp;
+    std::string lane() const { return warp ? "(threadIdx.x & 31)" : "threadIdx.x"; }
+    std::string width() const { return warp ? "32" : "blockDim.x"; }
+  };
 
   std::vector<std::string> row_offsets_at(const std::vector<std::string>& base, const std::string& j) const {
     std::vector<std::string> o;
@@ -500,13 +513,20 @@ class CudaWriter {
     return o;
   }
 
+  // Every lane of the warp ends with the warp's total.
+  void warp_reduce(int r, const std::string& acc) {
+    std::string t = acc_reg(r);
+    open("for (int o = 16; o > 0; o >>= 1) {");
+    line(t + " other = __shfl_xor_sync(0xffffffffu, " + acc + ", o);");
+    line(acc + " = " + combine(instr(r).op, acc, "other", t) + ";");
+    close();
+  }
+
+  // Every thread of the block ends with the block's total.
   void block_reduce(int r, const std::string& acc) {
     std::string t = acc_reg(r), shared = t == "float" ? "ember_red_f" : t == "double" ? "ember_red_d" : "ember_red_i";
     Op op = instr(r).op;
-    open("for (int o = 16; o > 0; o >>= 1) {");
-    line(t + " other = __shfl_xor_sync(0xffffffffu, " + acc + ", o);");
-    line(acc + " = " + combine(op, acc, "other", t) + ";");
-    close();
+    warp_reduce(r, acc);
     line("if ((threadIdx.x & 31) == 0) " + shared + "[threadIdx.x >> 5] = " + acc + ";");
     line("__syncthreads();");
     line(acc + " = " + identity(op, t) + ";");
@@ -526,7 +546,20 @@ class CudaWriter {
     line("const i64 inner = " + size(r - 1) + ";");
     line("i64 rows = 1;");
     line("for (int d = 0; d < " + std::to_string(r - 1) + "; ++d) rows *= p.meta[d];");
-    open("for (i64 row = blockIdx.x; row < rows; row += gridDim.x) {");
+    open("if (inner <= ember_warp_row_limit(" + std::to_string(kWarpRowLimit) + ")) {");
+    row_loop(RowTeam{true});
+    line("return;");
+    close();
+    row_loop(RowTeam{false});
+  }
+
+  void row_loop(const RowTeam& team) {
+    const int r = rank();
+    if (team.warp)
+      open("for (i64 row = (i64)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5); row < rows; "
+           "row += (i64)gridDim.x * (blockDim.x >> 5)) {");
+    else
+      open("for (i64 row = blockIdx.x; row < rows; row += gridDim.x) {");
     std::vector<std::string> base;
     for (int k = 0; k < operands_; ++k) base.push_back(fresh("b"));
     offsets_of("row", r - 1, base);
@@ -536,6 +569,7 @@ class CudaWriter {
     int max_level = *std::max_element(level.begin(), level.end());
     line_values_at(level, 0, row_scope);
     auto at = [&](Scope& s, const std::string& j) { s.offsets = row_offsets_at(base, j); };
+    const std::string over_row = "for (i64 j = " + team.lane() + "; j < inner; j += " + team.width() + ") {";
     for (int l = 1; l <= max_level; ++l) {
       std::vector<int> reds = reductions_at(level, l);
       std::vector<std::string> accs, types;
@@ -544,11 +578,19 @@ class CudaWriter {
         types.push_back(acc_reg(red));
         line(types.back() + " " + accs.back() + " = " + identity(instr(red).op, types.back()) + ";");
       }
-      fold_loop(reds, accs, types, "for (i64 j = threadIdx.x; j < inner; j += blockDim.x) {", "j", at, row_scope);
+      fold_loop(reds, accs, types, over_row, "j", at, row_scope);
       for (size_t i = 0; i < reds.size(); ++i) {
-        block_reduce(reds[i], accs[i]);
+        if (team.warp) warp_reduce(reds[i], accs[i]);
+        else block_reduce(reds[i], accs[i]);
         finish_line_value(reds[i], accs[i], "inner", row_scope, [&](const std::string& acc) {
-          // The second fold: thread 0 alone, in the row's order, as the interpreter folds.
+          // The second fold in the row's order, as the interpreter folds: each lane of a warp
+          // folds the row itself (rows are short, and this is the rare path); in a block,
+          // thread 0 alone, and the block reads its result.
+          if (team.warp) {
+            line("double " + acc + " = " + identity(instr(reds[i]).op, "double") + ";");
+            fold_loop({reds[i]}, {acc}, {"double"}, "for (i64 j = 0; j < inner; ++j) {", "j", at, row_scope);
+            return;
+          }
           open("if (threadIdx.x == 0) {");
           line("ember_redo = " + identity(instr(reds[i]).op, "double") + ";");
           fold_loop({reds[i]}, {"ember_redo"}, {"double"}, "for (i64 j = 0; j < inner; ++j) {", "j", at, row_scope);
@@ -563,18 +605,18 @@ class CudaWriter {
     // The outputs over the row, then the row outputs once.
     auto [along, once] = outputs_by_line();
     if (!along.empty()) {
-      open("for (i64 j = threadIdx.x; j < inner; j += blockDim.x) {");
-      Scope element{&row_scope, row_offsets_at(base, "j"), {}};
+      open(over_row);
+      Scope element{&row_scope, row_offsets_at(base, "j"), {}, {}};
       for (int out : along) store(out, element);
       close();
     }
     if (!once.empty()) {
-      open("if (threadIdx.x == 0) {");
-      Scope here{&row_scope, base, {}};
+      open("if (" + team.lane() + " == 0) {");
+      Scope here{&row_scope, base, {}, {}};
       for (int out : once) store(out, here);
       close();
     }
-    line("__syncthreads();  // the shared arrays serve the next row");
+    if (!team.warp) line("__syncthreads();  // the shared arrays serve the next row");
     close();
   }
 
@@ -645,7 +687,7 @@ class CudaWriter {
     auto [along, once] = outputs_by_line();
     if (!along.empty()) {
       open("for (i64 i = 0; i < down; ++i) {");
-      Scope element{&column_scope, {}, {}};
+      Scope element{&column_scope, {}, {}, {}};
       at(element, "i");
       for (int out : along) store(out, element);
       close();
@@ -654,13 +696,15 @@ class CudaWriter {
     close();
   }
 
-  // Under EMBER_CUDA_EMULATION: NAME_emulate(buffers, meta, grid, threads) runs the kernel with
-  // tests/unit/cuda_emulation.h, in blocks of `threads` (a multiple of 32).
+  // Under EMBER_CUDA_EMULATION: NAME_emulate(buffers, meta, grid, threads, warp_row_limit) runs
+  // the kernel with tests/unit/cuda_emulation.h, in blocks of `threads` (a multiple of 32), rows
+  // of at most `warp_row_limit` elements a warp each (a negative limit: the kernel's own).
   void emulation_shim() {
     int meta = rank() * (1 + operands_);
     out_ += "\n#ifdef EMBER_CUDA_EMULATION\nextern \"C\" void " + name_ +
-            "_emulate(void* const* buffers, const long long* meta, long long grid, int threads) {\n  " + name_ +
-            "_params p;\n" +
+            "_emulate(void* const* buffers, const long long* meta, long long grid, int threads, long long warp_row_limit) {\n  " +
+            name_ + "_params p;\n" +
+            "  ember_emulation::warp_row_limit = warp_row_limit;\n" +
             "  for (int k = 0; k < " + std::to_string(operands_) + "; ++k) p.buffer[k] = buffers[k];\n" +
             "  for (int m = 0; m < " + std::to_string(meta) + "; ++m) p.meta[m] = meta[m];\n" +
             "  ember_emulation::launch((unsigned)grid, (unsigned)threads, [](void* a) { " + name_ +
@@ -689,9 +733,11 @@ bool can_emit_cuda(const KernelSpec& spec) {
 int64_t grid_of(const KernelSpec& spec, const int64_t* sizes, int64_t max_blocks) {
   int64_t count = 1;
   for (int d = 0; d < spec.rank; ++d) count *= sizes[d];
-  if (spec.reduces() && !spec.columns) count /= std::max<int64_t>(sizes[spec.rank - 1], 1);  // a block per row
-  else if (spec.reduces()) count = count / std::max<int64_t>(sizes[spec.rank - 2], 1);     // a thread per column
-  int64_t blocks = spec.reduces() && !spec.columns ? count : ceil_div(count, kBlockThreads);
+  const bool rows = spec.reduces() && !spec.columns;
+  if (rows) count /= std::max<int64_t>(sizes[spec.rank - 1], 1);
+  else if (spec.reduces()) count = count / std::max<int64_t>(sizes[spec.rank - 2], 1);  // a thread per column
+  int64_t blocks = ceil_div(count, kBlockThreads);
+  if (rows) blocks = sizes[spec.rank - 1] <= kWarpRowLimit ? ceil_div(count, kBlockThreads / 32) : count;
   return std::clamp<int64_t>(blocks, 1, max_blocks);
 }
 

@@ -16,9 +16,10 @@
 //                 moves a 16-byte vector of elements per step; when only contiguous, one element
 //                 by its index; otherwise one element by its per-dim offsets
 //                 ([Note: flat elementwise kernels]);
-//   row kernel    a block per row (a grid-stride loop over rows): each thread folds the row's
-//                 elements at its own stride, the warps combine by shuffles and the block
-//                 through shared memory, then each thread stores its elements;
+//   row kernel    a warp per row for rows of at most kWarpRowLimit elements, else a block per
+//                 row (grid-stride loops over rows): each thread folds the row's elements at
+//                 its own stride, the lanes combine by shuffles (and a block's warps through
+//                 shared memory), then each thread stores its elements;
 //   column kernel a thread per column (over the kept outer rows and the last dim), folding down
 //                 the column in blocks, as the CPU's column kernel does with vector lanes.
 // Numerics are the CPU backend's: float16 and bfloat16 stored, float32 computed; float32 sums
@@ -35,14 +36,18 @@
 namespace ember::codegen::cuda {
 
 inline constexpr int kBlockThreads = 256;
+// Rows of at most this many elements are folded by a warp, longer ones by a block
+// ([Note: a warp or a block per row]).
+inline constexpr int64_t kWarpRowLimit = 1024;
 
 // The device functions every kernel's source starts with (prelude.cpp).
 const char* prelude();
 
 // The whole source of the kernel: the prelude, its parameter struct, and the kernel. Under
-// EMBER_CUDA_EMULATION it also defines `NAME_emulate(buffers, meta, grid, threads)`, which runs
-// it with tests/unit/cuda_emulation.h in blocks of `threads` (any multiple of 32: the kernel reads
-// blockDim).
+// EMBER_CUDA_EMULATION it also defines `NAME_emulate(buffers, meta, grid, threads,
+// warp_row_limit)`, which runs it with tests/unit/cuda_emulation.h in blocks of `threads` (any
+// multiple of 32: the kernel reads blockDim), rows of at most `warp_row_limit` elements a warp's
+// (negative: kWarpRowLimit).
 std::string emit_cuda(const KernelSpec& spec, const std::string& name);
 // The same without the prelude: several kernels in one source (one NVRTC program) share one.
 std::string emit_cuda_kernel(const KernelSpec& spec, const std::string& name);

@@ -15,6 +15,14 @@ typedef unsigned long long u64;
 #define EMBER_INF INFINITY
 #endif
 
+// The longest row a warp folds alone ([Note: a warp or a block per row]); the emulated tests
+// move it to run a launch both ways.
+#ifdef EMBER_CUDA_EMULATION
+#define ember_warp_row_limit(n) (ember_emulation::warp_row_limit >= 0 ? ember_emulation::warp_row_limit : (i64)(n))
+#else
+#define ember_warp_row_limit(n) ((i64)(n))
+#endif
+
 // N elements that move as one access of N * sizeof(T) bytes (16 at most: ld.global.v4).
 template <class T, int N> struct alignas(sizeof(T) * N) ember_vec { T v[N]; };
 // Vector q of an array; a GPU faults on a misaligned one, and the emulation says so too.

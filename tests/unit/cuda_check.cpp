@@ -27,6 +27,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <string>
 #include <thread>
@@ -115,7 +116,7 @@ int check_compiles(const std::vector<Kernel>& kernels, const std::string& work) 
 
 // ---- 2. the host compiler and the emulation
 
-using Emulate = void (*)(void* const*, const long long*, long long, int);
+using Emulate = void (*)(void* const*, const long long*, long long, int, long long);
 
 // Compiles the batches into shared libraries, two at a time; returns their paths ("" for a
 // batch that failed, with its log printed).
@@ -140,26 +141,43 @@ std::vector<std::string> compile_emulated(const std::vector<Kernel>& kernels, co
   return libraries;
 }
 
-// Replays one launch with each operand `shifted` by one element off 16-byte alignment or not;
-// returns "" or what differed.
-std::string replay(const Kernel& k, const LaunchRecord& r, Emulate emulate, bool shifted) {
+// How a launch is replayed: its operands one element off 16-byte alignment or not, and the
+// longest row a warp folds (< 0: the kernel's own).
+struct Variant {
+  bool shifted = false;
+  long long warp_row_limit = -1;
+  std::string name() const {
+    return shifted ? " (operands off 16-byte alignment)"
+           : warp_row_limit == 0 ? " (a block per row)"
+           : warp_row_limit > 0  ? " (a warp per row)"
+                                 : "";
+  }
+};
+
+// Replays one launch; returns "" or what differed.
+std::string replay(const Kernel& k, const LaunchRecord& r, Emulate emulate, const Variant& v) {
   std::vector<Guarded> memory;  // each operand's bytes
-  for (const auto& op : r.inputs) memory.emplace_back(op.bytes, shifted ? itemsize(op.dtype) : 0);
-  for (const auto& op : r.outputs) memory.emplace_back(std::string(op.bytes.size(), '\0'), shifted ? itemsize(op.dtype) : 0);
+  for (const auto& op : r.inputs) memory.emplace_back(op.bytes, v.shifted ? itemsize(op.dtype) : 0);
+  for (const auto& op : r.outputs) memory.emplace_back(std::string(op.bytes.size(), '\0'), v.shifted ? itemsize(op.dtype) : 0);
   std::vector<void*> buffers;
   for (Guarded& m : memory) buffers.push_back(m.data());
   // Few small blocks: two warps each (the block reduction still crosses warps) and at most four of
   // them (the grid-stride loops take the rest), so the coroutines stay few.
-  emulate(buffers.data(), reinterpret_cast<const long long*>(r.meta.data()), cuda::grid_of(k.spec, r.meta.data(), 4), 64);
+  emulate(buffers.data(), reinterpret_cast<const long long*>(r.meta.data()), cuda::grid_of(k.spec, r.meta.data(), 4), 64,
+          v.warp_row_limit);
   std::string why = judge(k, r, memory);
-  return why.empty() || !shifted ? why : why + " (operands off 16-byte alignment)";
+  return why.empty() ? why : why + v.name();
 }
 
-// Elementwise kernels take a vector path for aligned arrays and a scalar one otherwise: both run.
+// Each path of a kernel runs: an elementwise kernel's vectors (aligned) and its scalar loop (not),
+// a row kernel's warp per row and block per row.
 std::string replay(const Kernel& k, const LaunchRecord& r, Emulate emulate) {
-  std::string why = replay(k, r, emulate, false);
-  if (why.empty() && !k.spec.reduces()) why = replay(k, r, emulate, true);
-  return why;
+  std::vector<Variant> variants = {Variant{}};
+  if (!k.spec.reduces()) variants = {Variant{}, Variant{true, -1}};
+  else if (!k.spec.columns) variants = {Variant{false, std::numeric_limits<long long>::max()}, Variant{false, 0}};
+  for (const Variant& v : variants)
+    if (std::string why = replay(k, r, emulate, v); !why.empty()) return why;
+  return "";
 }
 
 }  // namespace

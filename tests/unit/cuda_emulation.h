@@ -124,6 +124,8 @@ struct Block {
 };
 
 inline thread_local Block* block = nullptr;
+// Rows of at most this many elements are a warp's in the kernels' launches; < 0: the kernel's own.
+inline thread_local long long warp_row_limit = -1;
 inline thread_local Dim3 block_index, block_dim, grid_dim;
 
 inline Thread& self() { return block->threads[block->current]; }

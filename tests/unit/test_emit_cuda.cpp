@@ -57,3 +57,27 @@ TEST_CASE("CUDA elementwise kernels load and store 16-byte vectors", "[cuda][cod
     CHECK(has(ptx, R"(ld\.global(\.nc)?\.v2\.(f32|b32|u32))"));
   }
 }
+
+TEST_CASE("CUDA row kernels: a warp per short row, a block per long one, and the grid to match", "[cuda][codegen]") {
+  KernelSpec softmax_like = parse_kernel_spec(R"(kernel rank=2 {
+  %0 = load in0 : f32[*, *]
+  %1 = max(%0) {axes=[1], keepdim=true} : f32 compute=f32
+  %2 = sub(%0, %1) : f32 compute=f32
+  store out0 = %2
+})");
+  REQUIRE(softmax_like.reduces());
+  REQUIRE_FALSE(softmax_like.columns);
+  const int64_t rows_per_block = cuda::kBlockThreads / 32;
+  int64_t short_rows[] = {1000, 64};
+  CHECK(cuda::grid_of(softmax_like, short_rows) == (1000 + rows_per_block - 1) / rows_per_block);
+  int64_t at_limit[] = {1000, cuda::kWarpRowLimit};
+  CHECK(cuda::grid_of(softmax_like, at_limit) == (1000 + rows_per_block - 1) / rows_per_block);
+  int64_t long_rows[] = {1000, cuda::kWarpRowLimit + 1};
+  CHECK(cuda::grid_of(softmax_like, long_rows) == 1000);
+  int64_t many_rows[] = {1 << 24, 64};
+  CHECK(cuda::grid_of(softmax_like, many_rows, 4096) == 4096);  // the grid-stride loop takes the rest
+  // Both ways are in the one kernel: its source chooses by the row's length.
+  std::string source = cuda::emit_cuda(softmax_like, "rows_test");
+  CHECK(source.find("ember_warp_row_limit(" + std::to_string(cuda::kWarpRowLimit) + ")") != std::string::npos);
+  CHECK(source.find("__syncthreads") != std::string::npos);
+}
