@@ -189,9 +189,9 @@ std::shared_ptr<const GraphPlan> CompiledState::compile(const Graph& g, GraphInf
   std::shared_ptr<Executable> exec = compile_graph(g, mode, pipeline, options.strict, info);
   std::optional<codegen::AutotuneOptions> autotune;
   if (mode.autotune) autotune = autotune_options(options.autotune_budget_s, options.autotune_search);
-  auto plan = std::make_shared<const GraphPlan>(exec, autotune, options.strict);
+  auto plan = std::make_shared<const GraphPlan>(exec, autotune, options.strict, options.static_plan_mb);
   results = plan->run(inputs, symbols, &info.allocations);  // under max-autotune: tuned around this call
-  plan->describe_tuning(info);
+  plan->describe_live(info);
   info.compile_ms += info.autotune_s * 1e3;
   if (config::log_enabled("compile"))
     config::log("compile", "graph " + std::to_string(hash) + ": " + std::to_string(info.op_count) + " ops in " +
@@ -463,8 +463,8 @@ const Options& CompiledCore::options() const { return state_->options; }
 Report CompiledCore::report() const {
   std::lock_guard<std::mutex> lock(state_->mutex);
   Report r = state_->last;
-  for (GraphInfo& g : r.graphs)  // tuning done since, for later buckets of sizes
-    if (auto it = state_->segments.find(g.hash); it != state_->segments.end()) it->second.plan->describe_tuning(g);
+  for (GraphInfo& g : r.graphs)  // tuning done since (later buckets of sizes), memory held now
+    if (auto it = state_->segments.find(g.hash); it != state_->segments.end()) it->second.plan->describe_live(g);
   r.recompiles = state_->recompile_log;
   r.segment_evictions = state_->segment_evictions;
   r.notes.insert(r.notes.begin(), state_->notes.begin(), state_->notes.end());

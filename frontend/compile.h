@@ -34,6 +34,9 @@ struct Options {
   // bayes): unset, EMBER_AUTOTUNE_BUDGET_S and EMBER_AUTOTUNE_SEARCH, else 30 and auto.
   std::optional<double> autotune_budget_s;
   std::string autotune_search;
+  // The most memory, in MiB, a static plan (reduce-overhead, max-autotune) keeps between calls;
+  // unset: its buffers for up to 8 sizes, however large ([Note: bounded static plans]).
+  std::optional<double> static_plan_mb;
 
   // From text pairs, as a binding or a config file gives them. Unknown keys and bad values are
   // ember::Error naming the valid ones.

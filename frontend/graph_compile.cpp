@@ -129,8 +129,11 @@ std::string bucket_text(const std::vector<int64_t>& key) {
 
 }  // namespace
 
-GraphPlan::GraphPlan(std::shared_ptr<Executable> exec, std::optional<codegen::AutotuneOptions> autotune, bool strict)
-    : first_(std::move(exec)), autotune_(std::move(autotune)), strict_(strict) {}
+GraphPlan::GraphPlan(std::shared_ptr<Executable> exec, std::optional<codegen::AutotuneOptions> autotune, bool strict,
+                     std::optional<double> static_plan_mb)
+    : first_(std::move(exec)), autotune_(std::move(autotune)), strict_(strict) {
+  if (static_plan_mb) first_->set_held_limit(static_cast<size_t>(*static_plan_mb * 1024.0 * 1024.0));
+}
 
 std::shared_ptr<GraphPlan::Bucket> GraphPlan::bucket_for(const SymbolValues& symbols) const {
   std::vector<int64_t> key = bucket_key(symbols);
@@ -144,6 +147,7 @@ std::shared_ptr<GraphPlan::Bucket> GraphPlan::bucket_for(const SymbolValues& sym
   } else {
     codegen::CodegenStats stats;
     b->exec = codegen::build_cpu_executable(first_->graph().clone(), stats, strict_, first_->static_plan());
+    b->exec->set_held_limit(first_->held_limit());
   }
   buckets_.emplace(std::move(key), b);
   bucket_order_.push_back(b);
@@ -161,7 +165,7 @@ std::vector<Array> GraphPlan::run(std::span<const Array> inputs, const SymbolVal
     outputs = run_and_autotune(*b->exec, inputs, symbols, *autotune_, strict_, tuned, allocations, output_storages);
     for (TuningRecord& t : tuned.tuning) t.sizes = symbols.empty() ? "" : b->sizes;
     ran = true;
-    std::lock_guard<std::mutex> lock(mu_);  // describe_tuning reads it
+    std::lock_guard<std::mutex> lock(mu_);  // describe_live reads it
     b->info = std::move(tuned);
   });
   if (!ran) outputs = b->exec->run(inputs, symbols, allocations, output_storages);
@@ -176,14 +180,21 @@ bool GraphPlan::holds_constant(const Array& a) const {
   return false;
 }
 
-void GraphPlan::describe_tuning(GraphInfo& info) const {
-  if (!autotune_) return;
+void GraphPlan::describe_live(GraphInfo& info) const {
+  info.held_limit = first_->held_limit();
+  if (!autotune_) {
+    info.held_bytes = first_->held_bytes();
+    return;
+  }
   info.autotuned = false;
   info.autotune_s = 0;
   info.autotune_timed = 0;
   info.tuning.clear();
+  info.held_bytes = 0;
   std::lock_guard<std::mutex> lock(mu_);
+  if (bucket_order_.empty()) info.held_bytes = first_->held_bytes();
   for (const std::shared_ptr<Bucket>& b : bucket_order_) {
+    info.held_bytes += b->exec->held_bytes();
     if (!b->info.autotuned) continue;  // still tuning, or its tuning failed
     info.autotuned = true;
     info.autotune_s += b->info.autotune_s;

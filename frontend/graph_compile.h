@@ -42,16 +42,19 @@ std::vector<Array> run_and_autotune(Executable& exec, std::span<const Array> inp
 // Thread-safe: calls in a new bucket tune its plan once, while calls in other buckets run.
 class GraphPlan {
  public:
-  // `exec` as compile_graph built it; `autotune` under max-autotune.
-  GraphPlan(std::shared_ptr<Executable> exec, std::optional<codegen::AutotuneOptions> autotune, bool strict);
+  // `exec` as compile_graph built it; `autotune` under max-autotune; `static_plan_mb`: the most
+  // memory, in MiB, each static plan keeps between calls (Options::static_plan_mb).
+  GraphPlan(std::shared_ptr<Executable> exec, std::optional<codegen::AutotuneOptions> autotune, bool strict,
+            std::optional<double> static_plan_mb = std::nullopt);
   std::vector<Array> run(std::span<const Array> inputs, const SymbolValues& symbols, int64_t* allocations = nullptr,
                          const OutputStorages& output_storages = {}) const;
   // The first bucket's plan: every bucket's has the same graph, steps and buffers.
   const Executable& plan() const { return *first_; }
   // Whether `a` views a constant of any bucket's plan.
   bool holds_constant(const Array& a) const;
-  // What tuning has done so far, over every bucket, into `info`'s autotune fields.
-  void describe_tuning(GraphInfo& info) const;
+  // What the plans did since the compile, into `info`: the tuning so far over every bucket (its
+  // autotune fields), and the memory their static buffers hold now.
+  void describe_live(GraphInfo& info) const;
   static constexpr size_t kTunedBuckets = 8;  // past these, a new bucket runs the first's plan
 
  private:

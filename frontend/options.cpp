@@ -55,10 +55,11 @@ Options Options::from_map(const std::map<std::string, std::string>& values) {
     else if (key == "segment_cache_limit") o.segment_cache_limit = parse_int(key, v);
     else if (key == "autotune_budget_s") o.autotune_budget_s = parse_double(key, v);
     else if (key == "autotune_search") o.autotune_search = v;
+    else if (key == "static_plan_mb") o.static_plan_mb = parse_double(key, v);
     else
       EMBER_THROW(Value, "[compile] unknown option '", key,
                   "' (valid: mode, fullgraph, dynamic, recompile_limit, segment_cache_limit, strict, "
-                  "autotune_budget_s, autotune_search)");
+                  "autotune_budget_s, autotune_search, static_plan_mb)");
   }
   o.validate();
   return o;
@@ -71,6 +72,8 @@ void Options::validate() const {
     EMBER_THROW(Value, "[compile] segment_cache_limit must be >= 1, got ", segment_cache_limit);
   if (autotune_budget_s && !(*autotune_budget_s >= 0 && std::isfinite(*autotune_budget_s)))
     EMBER_THROW(Value, "[compile] autotune_budget_s must be a number of seconds >= 0, got ", *autotune_budget_s);
+  if (static_plan_mb && !(*static_plan_mb >= 0 && *static_plan_mb < 1e12))
+    EMBER_THROW(Value, "[compile] static_plan_mb must be a number of MiB >= 0, got ", *static_plan_mb);
   if (!autotune_search.empty()) {
     std::vector<std::string> names = codegen::search_names();
     if (std::find(names.begin(), names.end(), autotune_search) == names.end())

@@ -498,11 +498,41 @@ void Executable::bind_destinations(Binding& binding, const std::vector<bool>& fr
   }
 }
 
+// [Note: bounded static plans]
+// A static plan keeps the buffers of up to kBindings sizes, which for long sequences or large
+// batches may be more memory than the user will give. With a limit (the option
+// static_plan_mb), the sizes least recently used are dropped until what is kept fits; a size
+// whose buffers alone exceed the limit is not kept at all, and its calls allocate as a plan of
+// buffers per call does. What is held includes the storages of the last call's outputs, which
+// a binding keeps until its next call replaces them.
 void Executable::give_back(Binding binding) const {
   if (!static_buffers_ || binding.storages.empty()) return;
   std::lock_guard<std::mutex> lock(bindings_mu_);
   bindings_.push_back(std::move(binding));
   if (bindings_.size() > kBindings) bindings_.erase(bindings_.begin());  // the least recently used shape
+  if (held_limit_ == SIZE_MAX) return;
+  size_t held = 0;
+  for (const Binding& b : bindings_) held += binding_bytes(b);
+  while (held > held_limit_ && !bindings_.empty()) {
+    held -= binding_bytes(bindings_.front());
+    bindings_.erase(bindings_.begin());
+  }
+}
+
+// A binding's storages never appear in another kept binding (adopt_storages moves them), so
+// the bytes of the kept bindings add up.
+size_t Executable::binding_bytes(const Binding& binding) {
+  size_t bytes = 0;
+  for (const std::shared_ptr<Storage>& s : binding.storages)
+    if (s) bytes += s->nbytes;
+  return bytes;
+}
+
+size_t Executable::held_bytes() const {
+  std::lock_guard<std::mutex> lock(bindings_mu_);
+  size_t held = 0;
+  for (const Binding& b : bindings_) held += binding_bytes(b);
+  return held;
 }
 
 }  // namespace ember

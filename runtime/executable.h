@@ -120,6 +120,11 @@ class Executable {
 
   int steps() const { return static_cast<int>(steps_.size()); }
   bool static_plan() const { return static_buffers_; }  // reduce-overhead's: buffers kept between calls
+  // A static plan's memory between calls: the bytes of the storages its kept sizes hold, and,
+  // set before the executable is shared, the most it may hold ([Note: bounded static plans]).
+  size_t held_bytes() const;
+  void set_held_limit(size_t bytes) { held_limit_ = bytes; }
+  size_t held_limit() const { return held_limit_; }
   // Steps that run generated code, and the ops of those that run on the interpreter.
   int kernel_steps() const;
   std::vector<std::string> interpreter_ops() const;
@@ -164,6 +169,7 @@ class Executable {
   std::vector<Array> run_one(const Step& step, const std::vector<Array>& args, const std::vector<Array>& destinations,
                              const SymbolValues& symbols) const;
   void give_back(Binding binding) const;
+  static size_t binding_bytes(const Binding& binding);
   void plan_slots(const std::vector<FusedStep>& fused);
   void order_steps();
   void plan_buffers();
@@ -180,6 +186,7 @@ class Executable {
   std::vector<long> destination_refs_;          // per buffer: the step destinations in it
   std::vector<int> outputs_;
   bool static_buffers_ = false;
+  size_t held_limit_ = SIZE_MAX;
   mutable std::mutex bindings_mu_;
   mutable std::vector<Binding> bindings_;  // kept bindings, most recently used last
 };

@@ -117,3 +117,36 @@ def test_static_plans_never_overwrite_an_output_the_caller_holds(mode, fn, stead
         torch.testing.assert_close(out, fn(x))
     assert graphs(compiled)[0].steady_call is steady
     assert len({out[0].data_ptr() for out in held}) == len(held)
+
+
+# [Note: bounded static plans]: the report says what a static plan holds between calls, and
+# static_plan_mb bounds it while every call stays right and every held output keeps its values.
+@pytest.mark.parametrize("mode", ["reduce-overhead", "max-autotune"])
+def test_static_plan_memory_is_reported_and_bounded(mode):
+    def fn(x, w):
+        return (x.exp() * 2) @ w  # the product's left side, [16, n], is a buffer of the plan
+
+    def held_after(options):
+        torch._dynamo.reset()
+        compiled = ember.compile(fn, mode=mode, dynamic=True, options=dict(options, autotune_budget_s=0.0))
+        outputs = []
+        for n in range(4000, 4008):
+            x, w = torch.randn(16, n), torch.randn(n, 4)
+            outputs.append((compiled(x, w), fn(x, w)))
+        for got, want in outputs:  # each held output kept its values through the later calls
+            torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-3)
+        return graphs(compiled)[0].ember
+
+    unbounded = held_after({})
+    assert unbounded["held_limit_bytes"] is None
+    assert unbounded["held_bytes"] >= 8 * 16 * 4000 * 4
+    bounded = held_after({"static_plan_mb": 0.6})
+    assert bounded["held_limit_bytes"] == int(0.6 * 1024 * 1024)
+    assert 0 < bounded["held_bytes"] <= bounded["held_limit_bytes"]
+    assert "(at most 0.6 MiB)" in bounded["mode_summary"]
+
+
+@pytest.mark.parametrize("value", [-1, float("nan"), float("inf"), "64", True])
+def test_static_plan_mb_rejects_what_is_not_a_size(value):
+    with pytest.raises(ValueError, match="static_plan_mb"):
+        ember.compile(lambda x: x + 1, mode="reduce-overhead", options={"static_plan_mb": value})

@@ -271,8 +271,10 @@ TEST_CASE("modes: the report says what each mode did", "[autotune][modes]") {
     said[mode] = f.report().text();
   }
   CHECK(said["default"].find("mode default: buffers per call\n") != std::string::npos);
-  CHECK(said["reduce-overhead"].find("mode reduce-overhead: static plan\n") != std::string::npos);
-  CHECK(said["max-autotune"].find("mode max-autotune: static plan; tuned ") != std::string::npos);
+  CHECK(said["reduce-overhead"].find("mode reduce-overhead: static plan holding 0.0 MiB between calls\n") !=
+        std::string::npos);
+  CHECK(said["max-autotune"].find("mode max-autotune: static plan holding 0.0 MiB between calls; tuned ") !=
+        std::string::npos);
   CHECK(compile(fn).report().graphs.empty());
   CHECK_THROWS_WITH(compile(fn, Options{.mode = "fast"}), Catch::Contains("valid: default, reduce-overhead, max-autotune"));
   CHECK_THROWS_WITH(compile(fn, Options{.mode = "max-autotune", .autotune_search = "annealing"}),

@@ -419,6 +419,43 @@ TEST_CASE("reduce-overhead: a new size within a bucket takes over the oldest siz
   CHECK(allocations_of(4096) > steady + 1);  // past the bucket: a new buffer
 }
 
+TEST_CASE("reduce-overhead: static_plan_mb bounds what a plan holds between calls; the report says how much",
+          "[codegen][reduce-overhead]") {
+  // [Note: bounded static plans] exp(x) * 2 ([16, n] float32, 4 KiB a column of 64) is a
+  // buffer of its own; 8 sizes of it are what the plan keeps unbounded.
+  auto fn = [](const Tensor& x, const Tensor& w) { return matmul(exp(x) * 2.0, w); };
+  auto held_after_eight_sizes = [&](std::optional<double> mb) {
+    auto f = compile(fn, Options{.mode = "reduce-overhead", .dynamic = true, .static_plan_mb = mb});
+    for (int64_t n = 4000; n < 4008; ++n) {
+      Tensor x = uniform({16, n}, static_cast<uint64_t>(n)), w = uniform({n, 4}, 7);
+      test::check_close(f(x, w), fn(cast(x, DType::Float64), cast(w, DType::Float64)), 1e-4, 1e-4);
+    }
+    const GraphInfo g = f.report().graphs.at(0);
+    CHECK(g.held_limit == (mb ? static_cast<size_t>(*mb * 1024 * 1024) : SIZE_MAX));
+    return std::pair(g.held_bytes, f.report().text());
+  };
+  auto [unbounded, unbounded_text] = held_after_eight_sizes(std::nullopt);
+  CHECK(unbounded >= 8 * 16 * 4000 * 4);  // each size's intermediate buffer, at least
+  CHECK(unbounded_text.find("static plan holding ") != std::string::npos);
+  CHECK(unbounded_text.find("(at most") == std::string::npos);
+  // 0.6 MiB: two sizes' buffers (256 KiB each, a power of two) and their outputs fit, not three.
+  auto [bounded, bounded_text] = held_after_eight_sizes(0.6);
+  CHECK(bounded >= 2 * 262144);
+  CHECK(bounded <= static_cast<size_t>(0.6 * 1024 * 1024));
+  CHECK(bounded_text.find("(at most 0.6 MiB)") != std::string::npos);
+  auto [nothing, nothing_text] = held_after_eight_sizes(0.0);
+  CHECK(nothing == 0);
+  // With nothing kept, every call of a size binds again, as default's calls do; still correct.
+  auto f = compile(fn, Options{.mode = "reduce-overhead", .static_plan_mb = 0.0});
+  Tensor x = uniform({16, 64}, 1), w = uniform({64, 4}, 2);
+  f(x, w);
+  int64_t bindings_before = plan_bindings();
+  for (int i = 0; i < 3; ++i) test::check_close(f(x, w), fn(cast(x, DType::Float64), cast(w, DType::Float64)), 1e-4, 1e-4);
+  CHECK(plan_bindings() - bindings_before == 3);
+  CHECK_THROWS_WITH(compile(fn, Options{.static_plan_mb = -1.0}), Catch::Contains("static_plan_mb must be"));
+  CHECK_THROWS_AS(Options::from_map({{"static_plan_mb", "lots"}}), Error);
+}
+
 TEST_CASE("fusion: gelu(x @ w + b) is one matmul and one kernel", "[codegen][fusion]") {
   auto fn = [](const Tensor& x, const Tensor& w, const Tensor& b) { return gelu(matmul(x, w) + b); };
   auto f = compile(fn);

@@ -122,7 +122,8 @@ class GraphRecord:
         return None if steady is None else bool(steady)
 
     # What a mode does may happen after the compile: max-autotune tunes at the first call.
-    _LIVE = ("mode", "static_plan", "autotuned", "autotune_s", "autotune_timed", "tuning")
+    _LIVE = ("mode", "static_plan", "held_bytes", "held_limit_bytes", "autotuned", "autotune_s", "autotune_timed",
+             "tuning")
 
     @property
     def ember(self):

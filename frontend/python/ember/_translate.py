@@ -226,7 +226,7 @@ class CompiledFx:
                 self._translate(gm, node, cx)
             self.symbols.check_bound()
             self.compiled = _C.CompiledGraph(self.graph, mode, strict, options.get("autotune_budget_s"),
-                                             options.get("autotune_search", ""))
+                                             options.get("autotune_search", ""), options.get("static_plan_mb"))
         except BaseException:
             _torch_calls.release(self.torch_calls)
             raise

@@ -15,7 +15,8 @@ from ._symbols import Unsupported
 
 MODES = tuple(_C.mode_names())
 # Each option and the Python types it takes; the core checks the values (_C.check_options).
-OPTIONS = {"strict": (bool,), "autotune_budget_s": (int, float), "autotune_search": (str,)}
+OPTIONS = {"strict": (bool,), "autotune_budget_s": (int, float), "autotune_search": (str,),
+           "static_plan_mb": (int, float)}
 
 
 def check_settings(mode, options):

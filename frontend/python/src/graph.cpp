@@ -121,14 +121,14 @@ class CompiledGraph {
 
  public:
   CompiledGraph(PyGraph& g, const std::string& mode_name, bool strict, std::optional<double> autotune_budget_s,
-                const std::string& autotune_search) {
+                const std::string& autotune_search, std::optional<double> static_plan_mb) {
     ModeConfig mode = mode_config(mode_name);
     Pipeline pipeline(mode.passes);
     verify(g.graph());
     std::shared_ptr<Executable> exec = compile_graph(g.graph(), mode, pipeline, strict, info_);
     std::optional<codegen::AutotuneOptions> autotune;
     if (mode.autotune) autotune = autotune_options(autotune_budget_s, autotune_search);
-    plan_ = std::make_shared<const GraphPlan>(std::move(exec), autotune, strict);
+    plan_ = std::make_shared<const GraphPlan>(std::move(exec), autotune, strict, static_plan_mb);
     info_.hash = structural_hash(g.graph());
   }
 
@@ -206,7 +206,7 @@ class CompiledGraph {
 
   py::dict info() const {
     GraphInfo info_ = this->info_;
-    plan_->describe_tuning(info_);  // tuning done so far, in every bucket of sizes
+    plan_->describe_live(info_);  // tuning done so far, in every bucket of sizes; memory held now
     info_.compile_ms += info_.autotune_s * 1e3;
     py::dict d;
     d["op_count"] = info_.op_count;
@@ -224,6 +224,8 @@ class CompiledGraph {
     d["hash"] = info_.hash;
     d["mode"] = info_.mode;
     d["static_plan"] = info_.static_plan;
+    d["held_bytes"] = info_.held_bytes;
+    d["held_limit_bytes"] = info_.held_limit == SIZE_MAX ? py::object(py::none()) : py::object(py::int_(info_.held_limit));
     d["autotuned"] = info_.autotuned;
     d["autotune_s"] = info_.autotune_s;
     d["autotune_timed"] = info_.autotune_timed;
@@ -247,7 +249,7 @@ class CompiledGraph {
   std::string plan() const { return plan_->plan().describe(); }
   std::string mode_text() const {
     GraphInfo info = info_;
-    plan_->describe_tuning(info);
+    plan_->describe_live(info);
     return mode_summary(info);
   }
 
@@ -356,9 +358,11 @@ void register_graph(py::module_& m) {
       .def("text", &PyGraph::text);
 
   py::class_<CompiledGraph>(m, "CompiledGraph")
-      .def(py::init<PyGraph&, const std::string&, bool, std::optional<double>, const std::string&>(),
+      .def(py::init<PyGraph&, const std::string&, bool, std::optional<double>, const std::string&,
+                    std::optional<double>>(),
            py::arg("graph"), py::arg("mode") = "default", py::arg("strict") = false,
-           py::arg("autotune_budget_s") = py::none(), py::arg("autotune_search") = "")
+           py::arg("autotune_budget_s") = py::none(), py::arg("autotune_search") = "",
+           py::arg("static_plan_mb") = py::none())
       .def("run", &CompiledGraph::run, py::arg("inputs"), py::arg("symbols"), py::arg("output_storages") = py::none())
       .def_property_readonly("info", &CompiledGraph::info)
       .def_property_readonly("plan", &CompiledGraph::plan)
