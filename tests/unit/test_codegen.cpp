@@ -419,7 +419,7 @@ TEST_CASE("reduce-overhead: a new size within a bucket takes over the oldest siz
   CHECK(allocations_of(4096) > steady + 1);  // past the bucket: a new buffer
 }
 
-TEST_CASE("reduce-overhead: static_plan_mb bounds what a plan holds between calls; the report says how much",
+TEST_CASE("reduce-overhead: static_plan_mb bounds what a plan holds between calls, and the report says how much",
           "[codegen][reduce-overhead]") {
   // [Note: bounded static plans] exp(x) * 2 ([16, n] float32, 4 KiB a column of 64) is a
   // buffer of its own; 8 sizes of it are what the plan keeps unbounded.

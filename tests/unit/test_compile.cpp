@@ -277,7 +277,7 @@ TEST_CASE("unknown modes and options are clear errors listing the valid ones", "
   CHECK(msg == "[compile] unknown mode 'fast' (valid: default, reduce-overhead, max-autotune)");
   msg = error_of([] { Options::from_map({{"mode", "default"}, {"fulgraph", "true"}}); });
   CHECK(msg.find("unknown option 'fulgraph' (valid: mode, fullgraph, dynamic, recompile_limit, segment_cache_limit, strict, "
-                   "autotune_budget_s, autotune_search)") != std::string::npos);
+                   "autotune_budget_s, autotune_search, static_plan_mb)") != std::string::npos);
   msg = error_of([] { Options::from_map({{"fullgraph", "maybe"}}); });
   CHECK(msg.find("must be true or false") != std::string::npos);
   Options o = Options::from_map({{"mode", "max-autotune"}, {"dynamic", "true"}, {"recompile_limit", "3"}});
