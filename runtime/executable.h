@@ -157,6 +157,7 @@ class Executable {
     std::vector<size_t> sizes;                 // per buffer, in bytes
     std::vector<std::shared_ptr<Storage>> storages;
     std::vector<std::vector<Array>> destinations;  // per step, per output (undefined: not a buffer)
+    int64_t calls = 0;                             // calls of these sizes since it was bound
   };
   static constexpr size_t kBindings = 8;  // shapes a static plan keeps bound
   Binding take_binding(const SymbolValues& symbols, const OutputStorages& output_storages) const;

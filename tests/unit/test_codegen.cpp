@@ -395,7 +395,7 @@ TEST_CASE("reduce-overhead: a steady-state call allocates nothing, a held output
   CHECK(plan_bindings() - bindings_before == 0);
 }
 
-TEST_CASE("reduce-overhead: a new size within a bucket takes over the oldest size's buffers",
+TEST_CASE("reduce-overhead: a new size within a bucket takes over a kept size's buffers",
           "[codegen][reduce-overhead]") {
   // [Note: size buckets] A decode loop's length grows by one each call: once the plan keeps its 8
   // sizes, a new one takes over the oldest's intermediate buffers (a power of two of bytes
@@ -417,6 +417,30 @@ TEST_CASE("reduce-overhead: a new size within a bucket takes over the oldest siz
   for (int64_t n = 48; n < 60; ++n) CHECK(allocations_of(n) <= steady + 1);  // the output at most
   CHECK(allocations_of(33) <= steady + 1);  // a smaller one fits too
   CHECK(allocations_of(4096) > steady + 1);  // past the bucket: a new buffer
+}
+
+TEST_CASE("reduce-overhead: a new size takes over the buffers of the latest size called once, not of one that came back",
+          "[codegen][reduce-overhead]") {
+  // [Note: size buckets] The latest size's memory is still in the caches; a size called more than
+  // once keeps its own buffers and binding.
+  auto fn = [](const Tensor& x, const Tensor& w) { return matmul(exp(x) * 2.0, w); };
+  auto f = compile(fn, Options{.mode = "reduce-overhead", .dynamic = true});
+  auto call = [&](int64_t n) {
+    Tensor x = uniform({16, n}, static_cast<uint64_t>(n)), w = uniform({n, 4}, 7);
+    int64_t allocations = storage_allocations(), bindings = plan_bindings();
+    test::check_close(f(x, w), fn(cast(x, DType::Float64), cast(w, DType::Float64)), 1e-4, 1e-4);
+    return std::pair(storage_allocations() - allocations, plan_bindings() - bindings);
+  };
+  for (int64_t n = 40; n < 48; ++n) call(n);  // the 8 sizes a plan keeps, each called once
+  const int64_t steady = call(47).first;       // 47 is now called twice
+  CHECK(call(40).second == 0);                 // and 40 too
+  auto [allocated, bound] = call(48);          // new: takes over 46's buffers (the latest called once)
+  CHECK(bound == 1);
+  CHECK(allocated <= steady + 1);  // the output at most
+  CHECK(call(40).second == 0);     // the sizes that came back are still bound
+  CHECK(call(47).second == 0);
+  CHECK(call(41).second == 0);     // as is the oldest size called once
+  CHECK(call(46).second == 1);     // 46's binding was the one taken over
 }
 
 TEST_CASE("reduce-overhead: static_plan_mb bounds what a plan holds between calls, and the report says how much",
