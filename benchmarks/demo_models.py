@@ -12,6 +12,7 @@ import torch
 sys.path.insert(0, os.path.dirname(__file__))
 import model_zoo  # noqa: E402
 from autotune import interleaved  # noqa: E402
+from first_call import measure as first_call_in_new_process  # noqa: E402
 
 import ember  # noqa: E402
 from ember._compile import report_of  # noqa: E402
@@ -47,6 +48,10 @@ def main():
                 ms = seconds[mode] * 1e3
                 print(f"ember {mode:16s} {ms:8.2f} ms  {eager_ms / ms:5.2f}x eager  {lines[mode]}")
             print(report_of(compiled).text())
+            cold, warm = first_call_in_new_process("ember", name, warm_runs=1)
+            print(f"first call in a new process (default mode): cold caches {cold['first_s']:.2f} s, warm "
+                  f"{warm[0]['first_s']:.2f} s, of which ember's own compile {warm[0]['own_s'] * 1e3:.0f} ms "
+                  f"(the rest is Dynamo and AOTAutograd; benchmarks/results/first-call.md)")
     print("\ndemo: all models match eager" if not failures else f"\ndemo: {failures} results differ from eager")
     return 1 if failures else 0
 
