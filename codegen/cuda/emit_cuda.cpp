@@ -338,6 +338,17 @@ class CudaWriter {
     line("i64 count = 1;");
     line("for (int d = 0; d < " + std::to_string(rank()) + "; ++d) count *= p.meta[d];");
     line("const i64 first = (i64)blockIdx.x * (i64)blockDim.x + (i64)threadIdx.x, step = (i64)gridDim.x * (i64)blockDim.x;");
+    if (inputs_ <= kMaxFlatInputs) flat_paths();
+    open("for (i64 i = first; i < count; i += step) {");
+    Scope scope;
+    for (int k = 0; k < operands_; ++k) scope.offsets.push_back(fresh("o"));
+    offsets_of("i", rank(), scope.offsets);
+    for (size_t out = 0; out < spec_.outputs.size(); ++out) store(static_cast<int>(out), scope);
+    close();
+  }
+
+  // The flat launches' paths, which return; the strided loop follows them.
+  void flat_paths() {
     layout_checks();
     open("if (flat && aligned) {");
     flat_vectors();
@@ -347,18 +358,16 @@ class CudaWriter {
          " + first : first; i < count; i += step) {");
     Scope flat_scope;
     for (int k = 0; k < operands_; ++k)
-      flat_scope.offsets.push_back(k < inputs_ ? "((splat >> " + std::to_string(k) + ") & 1u ? 0 : i)" : "i");
+      flat_scope.offsets.push_back(k < inputs_ ? "(" + is_splat(k) + " ? 0 : i)" : "i");
     for (size_t out = 0; out < spec_.outputs.size(); ++out) store(static_cast<int>(out), flat_scope);
     close();
     line("return;");
     close();
-    open("for (i64 i = first; i < count; i += step) {");
-    Scope scope;
-    for (int k = 0; k < operands_; ++k) scope.offsets.push_back(fresh("o"));
-    offsets_of("i", rank(), scope.offsets);
-    for (size_t out = 0; out < spec_.outputs.size(); ++out) store(static_cast<int>(out), scope);
-    close();
   }
+
+  // Whether input k is one value for every element: a bit of `splat`, which has 64.
+  static constexpr int kMaxFlatInputs = 64;
+  static std::string is_splat(int k) { return "((splat >> " + std::to_string(k) + ") & 1ull)"; }
 
   // Elements per vector: 16 bytes of the widest operand.
   int lanes() const {
@@ -370,7 +379,7 @@ class CudaWriter {
   // Defines `flat` (every operand contiguous over the domain, or an input of one value, whose
   // bit is set in `splat`) and `aligned` (every array but those starts on its vector's size).
   void layout_checks() {
-    line("unsigned splat = 0u;");
+    line("u64 splat = 0ull;");
     line("bool flat = true, aligned = true;");
     open("for (int k = 0; k < " + std::to_string(operands_) + "; ++k) {");
     line("i64 want = 1;");
@@ -380,13 +389,13 @@ class CudaWriter {
     line("if (p.meta[d] != 1) { contiguous = contiguous && s == want; single = single && s == 0; }");
     line("want *= p.meta[d];");
     close();
-    line("if (!contiguous && single && k < " + std::to_string(inputs_) + ") splat |= 1u << k;");
+    line("if (!contiguous && single && k < " + std::to_string(inputs_) + ") splat |= 1ull << k;");
     line("flat = flat && (contiguous || (single && k < " + std::to_string(inputs_) + "));");
     close();
     for (int k = 0; k < operands_; ++k) {
       size_t bytes = itemsize(operand_dtype(k)) * static_cast<size_t>(lanes());
       std::string check = "(u64)p.buffer[" + std::to_string(k) + "] % " + std::to_string(bytes) + " == 0";
-      if (k < inputs_) check = "((splat >> " + std::to_string(k) + ") & 1u || " + check + ")";
+      if (k < inputs_) check = "(" + is_splat(k) + " || " + check + ")";
       line("aligned = aligned && " + check + ";");
     }
   }
@@ -402,7 +411,7 @@ class CudaWriter {
     std::vector<std::string> one(inputs_);
     for (int k = 0; k < inputs_; ++k) {
       one[k] = fresh("one");
-      line(storage(operand_dtype(k)) + " " + one[k] + " = (splat >> " + std::to_string(k) + ") & 1u ? ((const " +
+      line(storage(operand_dtype(k)) + " " + one[k] + " = " + is_splat(k) + " ? ((const " +
            storage(operand_dtype(k)) + "*)p.buffer[" + std::to_string(k) + "])[0] : (" + storage(operand_dtype(k)) + ")0;");
     }
     open("for (i64 q = first; q < count / " + std::to_string(n) + "; q += step) {");
@@ -411,13 +420,13 @@ class CudaWriter {
       vec[k] = fresh("vec");
       line(vector_type(k) + " " + vec[k] + ";");
       if (k < inputs_)
-        line("if (!((splat >> " + std::to_string(k) + ") & 1u)) " + vec[k] + " = ember_vec_at((const " + vector_type(k) +
+        line("if (!" + is_splat(k) + ") " + vec[k] + " = ember_vec_at((const " + vector_type(k) +
              "*)p.buffer[" + std::to_string(k) + "], q);");
     }
     open("for (int l = 0; l < " + std::to_string(n) + "; ++l) {");
     Scope lane;
     for (int k = 0; k < operands_; ++k)
-      lane.elements.push_back(k < inputs_ ? "((splat >> " + std::to_string(k) + ") & 1u ? " + one[k] + " : " + vec[k] + ".v[l])"
+      lane.elements.push_back(k < inputs_ ? "(" + is_splat(k) + " ? " + one[k] + " : " + vec[k] + ".v[l])"
                                           : vec[k] + ".v[l]");
     for (size_t out = 0; out < spec_.outputs.size(); ++out) store(static_cast<int>(out), lane);
     close();

@@ -3,6 +3,7 @@
 // by cuda.generated_kernels (emulated, aligned and not) and on a device by tests/cuda.
 #include <regex>
 
+#include "codegen/cpu/cpu_kernel.h"
 #include "codegen/cuda/emit_cuda.h"
 #include "codegen/cuda/nvrtc.h"
 #include "tests/catch.h"
@@ -80,4 +81,46 @@ TEST_CASE("CUDA row kernels: a warp per short row, a block per long one, and the
   std::string source = cuda::emit_cuda(softmax_like, "rows_test");
   CHECK(source.find("ember_warp_row_limit(" + std::to_string(cuda::kWarpRowLimit) + ")") != std::string::npos);
   CHECK(source.find("__syncthreads") != std::string::npos);
+}
+
+// A launch of `inputs` inputs, input 0 one value for every element ([1]), the rest [n]: run on the
+// CPU here, and recorded, so that cuda.generated_kernels replays it through the CUDA kernel (a
+// broadcast bit per input: past 32 inputs one was once read as another's, past 64 the kernel
+// takes only the strided path).
+static void run_many_inputs(int inputs) {
+  std::string text = "kernel rank=1 {\n  %0 = load in0 : f32[1]\n";
+  for (int k = 1; k < inputs; ++k) text += "  %" + std::to_string(k) + " = load in" + std::to_string(k) + " : f32[*]\n";
+  int v = inputs;
+  text += "  %" + std::to_string(v) + " = mul(%0, %1) : f32 compute=f32\n";
+  for (int k = 2; k < inputs; ++k) {
+    text += "  %" + std::to_string(v + 1) + " = mul(%0, %" + std::to_string(k) + ") : f32 compute=f32\n";
+    text += "  %" + std::to_string(v + 2) + " = add(%" + std::to_string(v) + ", %" + std::to_string(v + 1) +
+            ") : f32 compute=f32\n";
+    v += 2;
+  }
+  text += "  store out0 = %" + std::to_string(v) + "\n}\n";
+  KernelSpec spec = parse_kernel_spec(text);
+  auto build = codegen::cpu::cpu_kernel(spec);
+  const int64_t n = 37;
+  Array scale = Array::empty(DType::Float32, {1});
+  static_cast<float*>(scale.data())[0] = 0.5f;
+  std::vector<Array> in{scale};
+  std::vector<double> want(n, 0.0);
+  for (int k = 1; k < inputs; ++k) {
+    Array a = Array::empty(DType::Float32, {n});
+    for (int64_t i = 0; i < n; ++i) {
+      float x = static_cast<float>(k * 100 + i);
+      static_cast<float*>(a.data())[i] = x;
+      want[i] += 0.5 * x;
+    }
+    in.push_back(a);
+  }
+  std::vector<Array> out{Array::empty(DType::Float32, {n})};
+  build.kernel->run(in, out);
+  for (int64_t i = 0; i < n; ++i) CHECK(static_cast<float*>(out[0].data())[i] == Approx(want[i]).epsilon(1e-6));
+}
+
+TEST_CASE("CUDA elementwise kernels with more inputs than a word has bits", "[cuda][codegen]") {
+  run_many_inputs(40);
+  run_many_inputs(70);
 }
