@@ -455,6 +455,7 @@ bool Executable::is_free(const Binding& binding, size_t b) const {
 // would be dropped for the new one anyway). The buffers of outputs are not taken over: the
 // caller may hold them.
 bool Executable::adopt_storages(Binding& binding) const {
+  Binding taken;  // declared before the lock, so destroyed after it ([Note: bindings die unlocked])
   std::lock_guard<std::mutex> lock(bindings_mu_);
   if (bindings_.size() < kBindings) return false;
   auto fits = [&](const Binding& old) {
@@ -473,7 +474,8 @@ bool Executable::adopt_storages(Binding& binding) const {
   if (from == bindings_.end()) return false;
   for (size_t b = 0; b < from->storages.size(); ++b)
     if (!holds_output_[b]) binding.storages[b] = std::move(from->storages[b]);
-  bindings_.erase(from);  // with its destinations, which the new binding makes again
+  taken = std::move(*from);  // with its destinations, which the new binding makes again
+  bindings_.erase(from);
   return true;
 }
 
@@ -519,17 +521,27 @@ void Executable::bind_destinations(Binding& binding, const std::vector<bool>& fr
 // whose buffers alone exceed the limit is not kept at all, and its calls allocate as a plan of
 // buffers per call does. What is held includes the storages of the last call's outputs, which
 // a binding keeps until its next call replaces them.
+//
+// [Note: bindings die unlocked] A binding that is dropped is destroyed after bindings_mu_ is
+// released: its storages may be PyTorch's (the outputs the caller makes), whose release takes
+// the GIL, and a thread that holds the GIL may be waiting for bindings_mu_ (reading held_bytes
+// for the report): destroyed under the lock, the two waited for each other forever.
 void Executable::give_back(Binding binding) const {
   if (!static_buffers_ || binding.storages.empty()) return;
+  std::vector<Binding> dropped;  // declared before the lock, so destroyed after it
   std::lock_guard<std::mutex> lock(bindings_mu_);
   bindings_.push_back(std::move(binding));
-  if (bindings_.size() > kBindings) bindings_.erase(bindings_.begin());  // the least recently used shape
+  auto drop_oldest = [&] {
+    dropped.push_back(std::move(bindings_.front()));
+    bindings_.erase(bindings_.begin());
+  };
+  if (bindings_.size() > kBindings) drop_oldest();  // the least recently used shape
   if (held_limit_ == SIZE_MAX) return;
   size_t held = 0;
   for (const Binding& b : bindings_) held += binding_bytes(b);
   while (held > held_limit_ && !bindings_.empty()) {
     held -= binding_bytes(bindings_.front());
-    bindings_.erase(bindings_.begin());
+    drop_oldest();
   }
 }
 

@@ -2,6 +2,8 @@
 outputs are each a buffer of their own makes them before the plan runs, from the second call on.
 What the caller gets must stay what eager gives: fresh tensors each call, PyTorch's own memory
 (resizable), eager's layout; graphs that cannot take it keep the full path and stay right."""
+import os
+
 import pytest
 import torch
 
@@ -150,3 +152,38 @@ def test_static_plan_memory_is_reported_and_bounded(mode):
 def test_static_plan_mb_rejects_what_is_not_a_size(value):
     with pytest.raises(ValueError, match="static_plan_mb"):
         ember.compile(lambda x: x + 1, mode="reduce-overhead", options={"static_plan_mb": value})
+
+
+# [Note: bindings die unlocked]: a thread reading the report (the GIL held, then the plan's lock
+# for held_bytes) while another call drops a kept size (PyTorch's output memory released, which
+# takes the GIL) once waited for each other forever. In a child process, so that a hang is a
+# failure rather than a stuck test run.
+_READ_WHILE_CALLING = r"""
+import threading, torch, ember
+from ember._compile import report_of
+torch.set_num_threads(1)
+c = ember.compile(lambda x: torch.softmax(x.exp() * 2, -1) + 1, mode="reduce-overhead", dynamic=True,
+                  options={"static_plan_mb": 0.01})
+c(torch.randn(4, 7)); c(torch.randn(4, 9))
+done = False
+def caller():
+    global done
+    for i in range(3000):
+        c(torch.randn(4, 2 + i % 50))
+    done = True
+t = threading.Thread(target=caller)
+t.start()
+while not done:
+    report_of(c).graphs[0].ember["held_bytes"]
+t.join()
+print("ok")
+"""
+
+
+def test_reading_the_report_while_another_thread_calls_does_not_hang(tmp_path):
+    import subprocess
+    import sys
+    env = dict(os.environ, EMBER_CACHE_DIR=str(tmp_path))
+    out = subprocess.run([sys.executable, "-c", _READ_WHILE_CALLING], env=env, capture_output=True, text=True,
+                         timeout=240)
+    assert out.returncode == 0 and out.stdout.strip().endswith("ok"), out.stderr[-2000:]
