@@ -107,7 +107,8 @@ std::vector<Array> run_and_autotune(Executable& exec, std::span<const Array> inp
 // sizes the same way (layout_signature), so a second process takes every bucket's choices
 // without timing. A graph reaching more than kTunedBuckets buckets runs the rest on the first
 // bucket's plan: correct, tuned for other sizes; the memory of the plans (a static plan's
-// buffers) stays bounded.
+// buffers) stays bounded. The tuning budget is the graph's: a new bucket gets what the earlier
+// buckets' tunings left.
 
 namespace {
 
@@ -162,7 +163,9 @@ std::vector<Array> GraphPlan::run(std::span<const Array> inputs, const SymbolVal
   bool ran = false;
   std::call_once(b->tuned, [&] {
     GraphInfo tuned;
-    outputs = run_and_autotune(*b->exec, inputs, symbols, *autotune_, strict_, tuned, allocations, output_storages);
+    codegen::AutotuneOptions options = *autotune_;
+    options.budget_s = std::max(0.0, options.budget_s - tuning_seconds());  // the graph's budget, over its buckets
+    outputs = run_and_autotune(*b->exec, inputs, symbols, options, strict_, tuned, allocations, output_storages);
     for (TuningRecord& t : tuned.tuning) t.sizes = symbols.empty() ? "" : b->sizes;
     ran = true;
     std::lock_guard<std::mutex> lock(mu_);  // describe_live reads it
@@ -170,6 +173,14 @@ std::vector<Array> GraphPlan::run(std::span<const Array> inputs, const SymbolVal
   });
   if (!ran) outputs = b->exec->run(inputs, symbols, allocations, output_storages);
   return outputs;
+}
+
+// Time spent tuning the buckets so far (one tuning at a time may still be under way).
+double GraphPlan::tuning_seconds() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  double seconds = 0;
+  for (const std::shared_ptr<Bucket>& b : bucket_order_) seconds += b->info.autotune_s;
+  return seconds;
 }
 
 bool GraphPlan::holds_constant(const Array& a) const {
@@ -181,6 +192,7 @@ bool GraphPlan::holds_constant(const Array& a) const {
 }
 
 void GraphPlan::describe_live(GraphInfo& info) const {
+  info.static_plans = 1;
   info.held_limit = first_->held_limit();
   if (!autotune_) {
     info.held_bytes = first_->held_bytes();
@@ -193,6 +205,8 @@ void GraphPlan::describe_live(GraphInfo& info) const {
   info.held_bytes = 0;
   std::lock_guard<std::mutex> lock(mu_);
   if (bucket_order_.empty()) info.held_bytes = first_->held_bytes();
+  info.static_plans = std::max<int>(1, static_cast<int>(bucket_order_.size()));
+  if (info.held_limit != SIZE_MAX) info.held_limit *= static_cast<size_t>(info.static_plans);  // each plan's bound
   for (const std::shared_ptr<Bucket>& b : bucket_order_) {
     info.held_bytes += b->exec->held_bytes();
     if (!b->info.autotuned) continue;  // still tuning, or its tuning failed

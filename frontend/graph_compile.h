@@ -65,6 +65,7 @@ class GraphPlan {
     GraphInfo info;     // its tuning
   };
   std::shared_ptr<Bucket> bucket_for(const SymbolValues& symbols) const;
+  double tuning_seconds() const;
 
   std::shared_ptr<Executable> first_;
   std::optional<codegen::AutotuneOptions> autotune_;

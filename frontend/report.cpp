@@ -43,9 +43,12 @@ void write_indented(std::ostringstream& out, const std::string& text, const char
   for (std::string line; std::getline(lines, line);) out << indent << line << "\n";
 }
 
-std::string mib(size_t bytes) {
+// "1.5 MiB", "12.0 KiB", "100 B".
+std::string size_text(size_t bytes) {
   char s[32];
-  std::snprintf(s, sizeof s, "%.1f MiB", static_cast<double>(bytes) / (1024.0 * 1024.0));
+  if (bytes >= (1u << 20)) std::snprintf(s, sizeof s, "%.1f MiB", static_cast<double>(bytes) / (1024.0 * 1024.0));
+  else if (bytes >= 1024) std::snprintf(s, sizeof s, "%.1f KiB", static_cast<double>(bytes) / 1024.0);
+  else std::snprintf(s, sizeof s, "%zu B", bytes);
   return s;
 }
 
@@ -58,8 +61,9 @@ std::string mode_summary(const GraphInfo& g) {
   std::ostringstream out;
   out << "mode " << g.mode << ":" << (g.static_plan ? " static plan" : " buffers per call");
   if (g.static_plan) {
-    out << " holding " << mib(g.held_bytes) << " between calls";
-    if (g.held_limit != SIZE_MAX) out << " (at most " << mib(g.held_limit) << ")";
+    out << " holding " << size_text(g.held_bytes) << " between calls";
+    if (g.static_plans > 1) out << " in " << g.static_plans << " plans";
+    if (g.held_limit != SIZE_MAX) out << " (at most " << size_text(g.held_limit) << ")";
   }
   if (g.autotuned) {
     int known = 0;

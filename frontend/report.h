@@ -42,7 +42,8 @@ struct GraphInfo {
   std::string mode;
   bool static_plan = false;
   size_t held_bytes = 0;               // a static plan's buffers between calls ([Note: bounded static plans])
-  size_t held_limit = SIZE_MAX;        // the most it may hold (Options::static_plan_mb)
+  size_t held_limit = SIZE_MAX;        // the most it may hold: Options::static_plan_mb for each plan
+  int static_plans = 1;                // max-autotune keeps a plan per bucket of sizes
   bool autotuned = false;
   double autotune_s = 0;        // time spent tuning (part of compile_ms)
   int autotune_timed = 0;       // candidates timed: 0 when every choice came from the database

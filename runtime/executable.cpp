@@ -305,6 +305,7 @@ std::vector<Array> Executable::run(std::span<const Array> inputs, const SymbolVa
   outputs.reserve(outputs_.size());
   for (int s : outputs_) outputs.push_back(values[s]);
   values.clear();
+  if (output_storages) forget_callers_buffers(binding);
   give_back(std::move(binding));
   if (allocations) *allocations = storage_allocations() - allocations_before;
   return outputs;
@@ -543,6 +544,20 @@ void Executable::give_back(Binding binding) const {
     held -= binding_bytes(bindings_.front());
     drop_oldest();
   }
+}
+
+// The buffers of outputs the caller made are the caller's ([Note: outputs the caller makes]):
+// the next call asks for new ones, so a kept binding lets go of them and of the step
+// destinations in them, or it would keep the memory of outputs the caller has dropped.
+void Executable::forget_callers_buffers(Binding& binding) const {
+  if (!static_buffers_) return;
+  for (size_t b = 0; b < binding.storages.size(); ++b)
+    if (holds_output_[b]) binding.storages[b].reset();
+  for (size_t i = 0; i < steps_.size() && !binding.destinations.empty(); ++i)
+    for (size_t k = 0; k < steps_[i].outputs.size(); ++k) {
+      const Slot& slot = slots_[steps_[i].outputs[k]];
+      if (slot.home == Home::Buffer && holds_output_[slot.index]) binding.destinations[i][k] = Array();
+    }
 }
 
 // A binding's storages never appear in another kept binding (adopt_storages moves them), so

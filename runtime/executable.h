@@ -170,6 +170,7 @@ class Executable {
   std::vector<Array> run_one(const Step& step, const std::vector<Array>& args, const std::vector<Array>& destinations,
                              const SymbolValues& symbols) const;
   void give_back(Binding binding) const;
+  void forget_callers_buffers(Binding& binding) const;
   static size_t binding_bytes(const Binding& binding);
   void plan_slots(const std::vector<FusedStep>& fused);
   void order_steps();

@@ -29,7 +29,7 @@ def test_the_first_call_tunes_and_the_report_says_so(tmp_path, monkeypatch):
     assert graph["mode"] == "max-autotune" and graph["static_plan"]
     assert graph["autotuned"] and graph["tuning"], graph
     assert graph["autotune_timed"] > 0  # nothing was in the database
-    assert re.search(r"mode max-autotune: static plan holding [0-9.]+ MiB between calls; tuned", report_of(compiled).text())
+    assert re.search(r"mode max-autotune: static plan holding [0-9.]+ (MiB|KiB|B) between calls; tuned", report_of(compiled).text())
     assert before is report_of(compiled)
 
 
@@ -122,3 +122,18 @@ def test_under_pytorch_a_gemm_may_go_to_pytorchs_mkl(tmp_path, monkeypatch, capf
     log = capfd.readouterr().err
     assert "gemm=mkl" in log, log[-2000:]
     assert "rejected" not in log  # MKL's product agreed with the default's
+
+
+def test_the_budget_is_the_graphs_over_all_its_buckets(tmp_path, monkeypatch):
+    """autotune_budget_s is per compiled graph: a new bucket of sizes tunes with what the earlier
+    ones left, not with a budget of its own (8 buckets once took 8 budgets)."""
+    monkeypatch.setenv("EMBER_CACHE_DIR", str(tmp_path))
+    torch._dynamo.reset()
+    model = _mlp()
+    compiled = ember.compile(model, mode="max-autotune", dynamic=True, options={"autotune_budget_s": 0.3})
+    with torch.no_grad():
+        for batch in (5, 9, 17, 33, 65, 129, 257):
+            x = torch.randn(batch, 64)
+            torch.testing.assert_close(compiled(x), model(x), rtol=1e-4, atol=1e-5)
+    graph = report_of(compiled).as_dict()["graphs"][0]["ember"]
+    assert graph["autotune_s"] < 0.3 * 2, graph["mode_summary"]  # one tuning may overrun its share a little

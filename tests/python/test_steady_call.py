@@ -145,7 +145,7 @@ def test_static_plan_memory_is_reported_and_bounded(mode):
     bounded = held_after({"static_plan_mb": 0.6})
     assert bounded["held_limit_bytes"] == int(0.6 * 1024 * 1024)
     assert 0 < bounded["held_bytes"] <= bounded["held_limit_bytes"]
-    assert "(at most 0.6 MiB)" in bounded["mode_summary"]
+    assert "(at most 614.4 KiB)" in bounded["mode_summary"]
 
 
 @pytest.mark.parametrize("value", [-1, float("nan"), float("inf"), "64", True])
@@ -187,3 +187,28 @@ def test_reading_the_report_while_another_thread_calls_does_not_hang(tmp_path):
     out = subprocess.run([sys.executable, "-c", _READ_WHILE_CALLING], env=env, capture_output=True, text=True,
                          timeout=240)
     assert out.returncode == 0 and out.stdout.strip().endswith("ok"), out.stderr[-2000:]
+
+
+def test_reduce_overhead_keeps_no_output_the_caller_has_dropped():
+    """The buffers of outputs are the caller's ([Note: outputs the caller makes]): a kept size
+    holds none of them, or dropped outputs of 8 sizes would stay alive inside the plan."""
+    torch._dynamo.reset()
+    compiled = ember.compile(lambda x: x.exp() * 2 + 1, mode="reduce-overhead", dynamic=True)
+    for n in range(1000, 1008):
+        x = torch.randn(64, n)
+        torch.testing.assert_close(compiled(x), x.exp() * 2 + 1)
+    assert graphs(compiled)[0].ember["held_bytes"] == 0  # one kernel, its one buffer the output
+
+
+def test_max_autotune_bounds_each_bucket_plan_and_reports_their_sum():
+    torch._dynamo.reset()
+    fn = lambda x, w: (x.exp() * 2) @ w  # noqa: E731
+    compiled = ember.compile(fn, mode="max-autotune", dynamic=True,
+                             options={"static_plan_mb": 0.3, "autotune_budget_s": 0.0})
+    for n in (3000, 5000, 9000, 17000):  # four buckets of sizes: four plans
+        x, w = torch.randn(8, n), torch.randn(n, 4)
+        torch.testing.assert_close(compiled(x, w), fn(x, w), rtol=1e-4, atol=1e-3)
+        record = graphs(compiled)[0].ember
+        assert record["held_bytes"] <= record["held_limit_bytes"], record["mode_summary"]
+    assert record["held_limit_bytes"] == 4 * int(0.3 * 1024 * 1024)
+    assert " in 4 plans (at most 1.2 MiB)" in record["mode_summary"]

@@ -466,7 +466,7 @@ TEST_CASE("reduce-overhead: static_plan_mb bounds what a plan holds between call
   auto [bounded, bounded_text] = held_after_eight_sizes(0.6);
   CHECK(bounded >= 2 * 262144);
   CHECK(bounded <= static_cast<size_t>(0.6 * 1024 * 1024));
-  CHECK(bounded_text.find("(at most 0.6 MiB)") != std::string::npos);
+  CHECK(bounded_text.find("(at most 614.4 KiB)") != std::string::npos);
   auto [nothing, nothing_text] = held_after_eight_sizes(0.0);
   CHECK(nothing == 0);
   // With nothing kept, every call of a size binds again, as default's calls do; still correct.
