@@ -196,6 +196,12 @@ void Executable::plan_buffers() {
   holds_output_.assign(buffer_slots_.size(), false);
   for (size_t s = 0; s < n; ++s)
     if (output_home[s]) holds_output_[slots_[s].index] = true;
+  for (size_t i = 0; i < steps_.size(); ++i)
+    for (size_t k = 0; k < steps_[i].outputs.size(); ++k) {
+      const Slot& slot = slots_[steps_[i].outputs[k]];
+      if (slot.home == Home::Buffer && holds_output_[slot.index])
+        output_destinations_.emplace_back(static_cast<int>(i), static_cast<int>(k));
+    }
   plan_exact_outputs(root);
   // Drop each value's array after its last use, so memory of views and inputs goes early too.
   for (size_t i = 0; i < steps_.size(); ++i) {
@@ -520,8 +526,9 @@ void Executable::bind_destinations(Binding& binding, const std::vector<bool>& fr
 // batches may be more memory than the user will give. With a limit (the option
 // static_plan_mb), the sizes least recently used are dropped until what is kept fits; a size
 // whose buffers alone exceed the limit is not kept at all, and its calls allocate as a plan of
-// buffers per call does. What is held includes the storages of the last call's outputs, which
-// a binding keeps until its next call replaces them.
+// buffers per call does. What is held includes, for a caller that does not make the outputs
+// (the C++ API), the storages of the last call's outputs, which the next call reuses when the
+// caller has let go of them; outputs the caller makes are never kept (forget_callers_buffers).
 //
 // [Note: bindings die unlocked] A binding that is dropped is destroyed after bindings_mu_ is
 // released: its storages may be PyTorch's (the outputs the caller makes), whose release takes
@@ -538,8 +545,7 @@ void Executable::give_back(Binding binding) const {
   };
   if (bindings_.size() > kBindings) drop_oldest();  // the least recently used shape
   if (held_limit_ == SIZE_MAX) return;
-  size_t held = 0;
-  for (const Binding& b : bindings_) held += binding_bytes(b);
+  size_t held = kept_bytes();
   while (held > held_limit_ && !bindings_.empty()) {
     held -= binding_bytes(bindings_.front());
     drop_oldest();
@@ -553,11 +559,8 @@ void Executable::forget_callers_buffers(Binding& binding) const {
   if (!static_buffers_) return;
   for (size_t b = 0; b < binding.storages.size(); ++b)
     if (holds_output_[b]) binding.storages[b].reset();
-  for (size_t i = 0; i < steps_.size() && !binding.destinations.empty(); ++i)
-    for (size_t k = 0; k < steps_[i].outputs.size(); ++k) {
-      const Slot& slot = slots_[steps_[i].outputs[k]];
-      if (slot.home == Home::Buffer && holds_output_[slot.index]) binding.destinations[i][k] = Array();
-    }
+  if (binding.destinations.empty()) return;
+  for (const auto& [i, k] : output_destinations_) binding.destinations[i][k] = Array();
 }
 
 // A binding's storages never appear in another kept binding (adopt_storages moves them), so
@@ -569,8 +572,14 @@ size_t Executable::binding_bytes(const Binding& binding) {
   return bytes;
 }
 
+// Takes bindings_mu_.
 size_t Executable::held_bytes() const {
   std::lock_guard<std::mutex> lock(bindings_mu_);
+  return kept_bytes();
+}
+
+// The caller holds bindings_mu_.
+size_t Executable::kept_bytes() const {
   size_t held = 0;
   for (const Binding& b : bindings_) held += binding_bytes(b);
   return held;

@@ -18,6 +18,7 @@
 #include <mutex>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "ir/graph.h"
@@ -172,6 +173,7 @@ class Executable {
   void give_back(Binding binding) const;
   void forget_callers_buffers(Binding& binding) const;
   static size_t binding_bytes(const Binding& binding);
+  size_t kept_bytes() const;
   void plan_slots(const std::vector<FusedStep>& fused);
   void order_steps();
   void plan_buffers();
@@ -186,6 +188,7 @@ class Executable {
   std::vector<bool> holds_output_;              // per buffer: an output is in it or views it
   std::vector<int> exact_output_;               // per buffer: the output that is all of it, or -1
   std::vector<long> destination_refs_;          // per buffer: the step destinations in it
+  std::vector<std::pair<int, int>> output_destinations_;  // (step, output) destinations in buffers of outputs
   std::vector<int> outputs_;
   bool static_buffers_ = false;
   size_t held_limit_ = SIZE_MAX;
