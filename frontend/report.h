@@ -2,6 +2,8 @@
 // CompiledFunction::report(), with a readable text form and a JSON form.
 #pragma once
 
+#include <cstddef>
+#include <cstdint>
 #include <map>
 #include <string>
 #include <vector>

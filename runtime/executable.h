@@ -13,6 +13,7 @@
 // plug into.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <mutex>

@@ -23,7 +23,9 @@ step() { echo "== $* ($(($(date +%s) - start)) s)"; }
 
 step "libraries"
 cmake_args=()
-if [[ -d "$root/.debs" ]] && { ! ldconfig -p | grep -q 'libdnnl.so\b' || [[ -n "${DEVICE_CHECK_USE_DEBS:-}" ]]; }; then
+# The packages when the machine lacks oneDNN's library or its headers (an image may have only the first).
+if [[ -d "$root/.debs" ]] && { ! ldconfig -p | grep -q 'libdnnl.so\b' || [[ ! -f /usr/include/oneapi/dnnl/dnnl.hpp ]] ||
+                               [[ -n "${DEVICE_CHECK_USE_DEBS:-}" ]]; }; then
   deps="$build/deps"
   for deb in "$root"/.debs/*.deb; do dpkg -x "$deb" "$deps"; done
   lib="$deps/usr/lib/x86_64-linux-gnu"
@@ -42,7 +44,9 @@ cmake --build "$build" -j "$(nproc)" >"$out/build.log" 2>&1 || { grep -E "error|
 step "replay of the recorded launches on the device"
 replay=1
 if [[ -d "$root/.records" ]]; then
-  "$build/tests/ember_cuda_check" "$root/.records" --device --bench 400 "$out/bandwidth.md" 2>&1 | tee "$out/replay.log"
+  # Line-buffered, so that a run cut off by a time limit still leaves its log. 60 kernels: 400 took
+  # more than 8 minutes on an H200 (each grown to 2^26 elements, its inputs tiled on the host).
+  stdbuf -oL "$build/tests/ember_cuda_check" "$root/.records" --device --bench 60 "$out/bandwidth.md" 2>&1 | tee "$out/replay.log"
   replay=${PIPESTATUS[0]}
 else
   echo "no .records: make device-pack on the CPU machine makes them"
