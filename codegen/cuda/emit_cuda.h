@@ -25,8 +25,9 @@
 // Numerics are the CPU backend's: float16 and bfloat16 stored, float32 computed; float32 sums
 // and products refold in float64 when their result is not finite (not normal), as
 // [Note: overflow-safe folds] says; transcendental functions are CUDA's accurate ones (no fast
-// math), within the tolerances of docs/testing.md; float32 pow is computed in float64 (CUDA's
-// powf is not correctly rounded), and no multiply-add is contracted into an FMA (--fmad=false).
+// math), within the tolerances of docs/testing.md (powf is within 2 ulp, glibc's 0.52: a
+// comparison on the boundary may differ), and no multiply-add is contracted into an FMA
+// (--fmad=false).
 #pragma once
 
 #include <cstdint>

@@ -86,11 +86,11 @@ EMBER_MATH(cos, cosf, cos)
 EMBER_MATH(tan, tanf, tan)
 EMBER_MATH(tanh, tanhf, tanh)
 EMBER_MATH(erf, erff, erf)
-// float32 pow through float64: CUDA's powf is within 2 ulp, not correctly rounded, and on an H200
-// a comparison with pow(c, x) flipped where the CPU's result sat on the boundary (the first
-// device replay); float64's error is far below float32's half ulp, so rounding it gives the
-// correctly rounded float32 but in rare ties.
-__device__ __forceinline__ float ember_pow(float a, float b) { return (float)pow((double)a, (double)b); }
+// CUDA's powf is within 2 ulp where glibc's, which the CPU kernels match, is within 0.52: on an
+// H200 a comparison with pow(c, x) that sat on the boundary flipped (benchmarks/results/cuda.md).
+// float64 and rounding was tried: it matched neither (the emulated replay, whose host pow is
+// glibc's, then differed too), so the difference stays, a known one.
+__device__ __forceinline__ float ember_pow(float a, float b) { return powf(a, b); }
 __device__ __forceinline__ double ember_pow(double a, double b) { return pow(a, b); }
 template <class T> __device__ __forceinline__ T ember_sigmoid(T x) { return (T)1 / ((T)1 + ember_exp(-x)); }
 template <class T> __device__ __forceinline__ T ember_gelu(T x) { return (T)0.5 * x * ((T)1 + ember_erf(x * (T)0.7071067811865476)); }
