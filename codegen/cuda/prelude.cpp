@@ -88,8 +88,8 @@ EMBER_MATH(tanh, tanhf, tanh)
 EMBER_MATH(erf, erff, erf)
 // CUDA's powf is within 2 ulp where glibc's, which the CPU kernels match, is within 0.52: on an
 // H200 a comparison with pow(c, x) that sat on the boundary flipped (benchmarks/results/cuda.md).
-// float64 and rounding was tried: it matched neither (the emulated replay, whose host pow is
-// glibc's, then differed too), so the difference stays, a known one.
+// float64 and rounding was tried: it gave the device's answer there, not the CPU's (the emulated
+// replay, whose host pow is glibc's, then differed too), so the difference stays, a known one.
 __device__ __forceinline__ float ember_pow(float a, float b) { return powf(a, b); }
 __device__ __forceinline__ double ember_pow(double a, double b) { return pow(a, b); }
 template <class T> __device__ __forceinline__ T ember_sigmoid(T x) { return (T)1 / ((T)1 + ember_exp(-x)); }
