@@ -163,9 +163,39 @@ Array to_contiguous(const Array& a, DType dtype) {
 
 namespace {
 
+// y = op(M) x + beta * y for a row-major M of `rows` x `cols` (leading dimension ld), read
+// transposed when `trans`. Where beta is 0, y is zeroed first: BLAS scales y by beta, and 0 * NaN
+// (a fresh buffer's garbage) is NaN in some OpenBLAS versions.
+template <class T>
+void blas_gemv(bool trans, int64_t rows, int64_t cols, const T* m, int64_t ld, const T* x, int64_t incx, T beta, T* y,
+               int64_t incy) {
+  const int64_t length = trans ? cols : rows;
+  if (beta == T(0))
+    for (int64_t i = 0; i < length; ++i) y[i * incy] = T(0);
+  auto t = trans ? CblasTrans : CblasNoTrans;
+  if constexpr (std::is_same_v<T, float>)
+    cblas_sgemv(CblasRowMajor, t, rows, cols, 1.0f, m, ld, x, incx, beta, y, incy);
+  else
+    cblas_dgemv(CblasRowMajor, t, rows, cols, 1.0, m, ld, x, incx, beta, y, incy);
+}
+
 template <class T>
 void blas_gemm(const T* a, const T* b, T* c, int64_t m, int64_t n, int64_t k, bool trans_a, bool trans_b, T beta,
                int64_t lda, int64_t ldb, int64_t ldc) {
+  // [Note: one row is a matrix-vector product] With one row of C (or one column), the product
+  // streams the matrix once through gemv. OpenBLAS 0.3.21's sgemm packs the matrix first (copies
+  // it whole, then reads the copy): in GPT-2's decode steps at batch 1 the packing was 22 % of the
+  // process's samples, each weight read twice and written once per token.
+  if (m == 1) {  // c = a @ op(B); a's elements lie lda apart when it is stored as a column
+    const int64_t inc = trans_a ? lda : 1;
+    if (trans_b) return blas_gemv(false, n, k, b, ldb, a, inc, beta, c, 1);  // B stored [n, k]
+    return blas_gemv(true, k, n, b, ldb, a, inc, beta, c, 1);                 // B stored [k, n]
+  }
+  if (n == 1) {  // c = op(A) @ b, a column of C (ldc apart); b's elements ldb apart when stored as a column
+    const int64_t inc = trans_b ? 1 : ldb;
+    if (trans_a) return blas_gemv(true, k, m, a, lda, b, inc, beta, c, ldc);  // A stored [k, m]
+    return blas_gemv(false, m, k, a, lda, b, inc, beta, c, ldc);              // A stored [m, k]
+  }
   auto ta = trans_a ? CblasTrans : CblasNoTrans, tb = trans_b ? CblasTrans : CblasNoTrans;
   if constexpr (std::is_same_v<T, float>)
     cblas_sgemm(CblasRowMajor, ta, tb, m, n, k, 1.0f, a, lda, b, ldb, beta, c, ldc);

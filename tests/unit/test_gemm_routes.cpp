@@ -51,7 +51,12 @@ void check_route(GemmRoute route) {
                           // columns, either layout, one block and two, and just past 2 MiB.
                           {1, 1024, 256, false, true, 0},  {2, 1000, 96, false, false, 1}, {1, 600, 256, false, false, 0},
                           {1, 1024, 520, false, true, 0},  {700, 2, 300, true, true, 0},   {1100, 1, 480, false, true, 1},
-                          {3, 1024, 256, false, true, 0}};
+                          {3, 1024, 256, false, true, 0},
+                          // One row or one column through gemv ([Note: one row is a matrix-vector
+                          // product]), with every layout; and blocks of a split GEMM whose last one is
+                          // a single row of a transposed A (lda apart) or a single column of B (ldb apart).
+                          {1, 300, 200, true, true, 1},    {300, 1, 200, true, true, 0}, {1, 1, 500, true, false, 0},
+                          {33, 512, 256, true, false, 0},  {8, 33, 16384, false, false, 1}};
   for (const Shape& s : shapes) {
     std::vector<float> a(s.m * s.k), b(s.k * s.n), c(s.m * s.n);
     for (auto* v : {&a, &b, &c})
@@ -94,7 +99,7 @@ TEST_CASE("gemm routes: with beta 0, whatever C held before (NaN, infinities) is
   // rule for small ones), split or not, and the others, must overwrite it.
   const float nan = std::nanf(""), inf = INFINITY;
   for (GemmRoute route : {GemmRoute::Auto, GemmRoute::OneDnn, GemmRoute::Blas})
-    for (auto [m, n, k] : {std::array<int64_t, 3>{1, 1024, 256}, {2, 96, 1000}, {1, 520, 1024}, {700, 2, 300}}) {
+    for (auto [m, n, k] : {std::array<int64_t, 3>{1, 1024, 256}, {2, 96, 1000}, {1, 520, 1024}, {700, 2, 300}, {300, 1, 64}}) {
       std::vector<float> a(m * k, 1.0f), b(k * n, -0.0f), c(m * n);
       for (size_t i = 0; i < c.size(); ++i) c[i] = i % 2 ? nan : -inf;
       {
