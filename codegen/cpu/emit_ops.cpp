@@ -120,19 +120,16 @@ struct Emitter {
     Val r = m.binary("arith.divf", m.binary("arith.mulf", x, p), q);
     return m.binary("arith.maximumf", m.binary("arith.minimumf", r, k(1.0)), k(-1.0));
   }
-  // exp in float32 on an AVX-512 host: e^x = 2^n * e^r with n = round(x / ln 2), r = x - n ln 2
-  // in two FMAs (ln 2's high part has few bits, so n times it is exact), e^r by a degree-7
-  // polynomial (Cephes' expf coefficients, 7 FMAs), and 2^n applied by vscalefps, which
-  // overflows to infinity and rounds into subnormals as the exact result would. MLIR's expansion
-  // builds 2^n from exponent bits, which needs n clamped and the special cases selected back:
-  // about twice the instructions, and a softmax's exp pass was compute-bound on one thread.
-  // x is clamped to [-104, 89] (beyond, e^x is 0 or infinity in float32) so that infinities do
-  // not meet in r; the selects keep NaN. A scalar (a row's tail) takes the same path in lane 0,
-  // so an element's result does not depend on where it sits in the row.
+  // exp in float32: e^x = 2^n * e^r with n = round(x / ln 2), r = x - n ln 2 in two FMAs (ln 2's
+  // high part has few bits, so n times it is exact), e^r by a degree-7 polynomial (Cephes' expf
+  // coefficients, 7 FMAs), then times 2^n (scale_by_power_of_two). MLIR's expansion costs about
+  // twice the instructions (a softmax's exp pass was compute-bound on one thread), flushes
+  // results below 2^-126 to zero, and was 3 ulp off near overflow. x is clamped to [-104, 89]
+  // (beyond, e^x is 0 or infinity in float32) so that infinities do not meet in r; the selects
+  // keep NaN.
   Val exp(const Val& x) {
-    static const bool avx512 = host_target().find("+avx512f") != std::string::npos;
-    if (t.elem != "f32" || !avx512 || (x.ty.width != 0 && x.ty.width != 16)) return m.unary("math.exp", x);
-    if (x.ty.width == 0) {
+    if (t.elem != "f32") return m.unary("math.exp", x);
+    if (x.ty.width == 0 && has_avx512()) {  // a row's tail: lane 0 of the body's instructions
       Ty wide{"f32", 16};
       Val lanes = m.let("vector.broadcast " + x.name + " : f32 to " + wide.str(), wide);
       Val r = Emitter{m, wide}.exp(lanes);
@@ -148,11 +145,34 @@ struct Emitter {
     Val p = k(kPoly[0]);
     for (size_t i = 1; i < std::size(kPoly); ++i) p = fma(p, r, k(kPoly[i]));
     p = fma(fma(p, r, k(1.0)), r, k(1.0));  // p r^2 + r + 1
-    Val all = m.int_constant(-1, {"i16", 0}), current_rounding = m.int_constant(4, {"i32", 0});
-    return m.let("llvm.call_intrinsic \"llvm.x86.avx512.mask.scalef.ps.512\"(" + p.name + ", " + n.name + ", " +
-                     p.name + ", " + all.name + ", " + current_rounding.name + ") : (" + t.str() + ", " + t.str() +
-                     ", " + t.str() + ", i16, i32) -> " + t.str(),
-                 t);
+    return scale_by_power_of_two(p, n);
+  }
+  static bool has_avx512() {
+    static const bool avx512 = host_target().find("+avx512f") != std::string::npos;
+    return avx512;
+  }
+  // p * 2^n for an integral n in [-150, 129], rounded once, into subnormals and to infinity as the
+  // exact product would be. AVX-512 has it in one instruction (vscalefps, on 16 lanes). Elsewhere
+  // 2^n is two powers built from exponent bits, 2^(n/2) and 2^(n - n/2), each a normal float;
+  // times p (in [0.7, 1.5]) the first product is exact and the second rounds. A NaN n (x was NaN)
+  // takes 0: p is NaN already, and converting NaN to an integer is undefined.
+  Val scale_by_power_of_two(const Val& p, const Val& n) {
+    if (has_avx512() && t.width == 16) {
+      Val all = m.int_constant(-1, {"i16", 0}), current_rounding = m.int_constant(4, {"i32", 0});
+      return m.let("llvm.call_intrinsic \"llvm.x86.avx512.mask.scalef.ps.512\"(" + p.name + ", " + n.name + ", " +
+                       p.name + ", " + all.name + ", " + current_rounding.name + ") : (" + t.str() + ", " + t.str() +
+                       ", " + t.str() + ", i16, i32) -> " + t.str(),
+                   t);
+    }
+    Ty i32 = t.with("i32");
+    Val whole = m.convert("arith.fptosi", m.select(m.cmp("arith.cmpf", "uno", n, n), k(0.0), n), i32);
+    Val half = m.binary("arith.shrsi", whole, m.int_constant(1, i32));
+    auto power = [&](const Val& e) {
+      Val bits = m.binary("arith.shli", m.binary("arith.addi", e, m.int_constant(127, i32)), m.int_constant(23, i32));
+      return m.let("arith.bitcast " + bits.name + " : " + i32.str() + " to " + t.str(), t);
+    };
+    Val once = m.binary("arith.mulf", p, power(half));
+    return m.binary("arith.mulf", once, power(m.binary("arith.subi", whole, half)));
   }
   // (a is NaN or a `pred` b) ? a : b: maximum and minimum, NaN from either side.
   Val pick(const char* float_pred, const char* int_pred, const Val& a, const Val& b) {
