@@ -30,9 +30,13 @@ def gpt2(size):
 
 def resnet18(size):
     if size == "test":
+        # 64 x 64 images: the last stage's batch norms see 2 x 2 positions per image. At 32 x 32
+        # they saw one, two values per channel in training, where float32 rounding is amplified
+        # without bound and the model rule's comparison with eager's error became a draw (ember's
+        # error 1.0-5.7x eager's over 8 gradients of one block, 1x on average).
         c = transformers.ResNetConfig(embedding_size=16, hidden_sizes=[16, 32, 32, 64], depths=[2, 2, 2, 2],
                                       layer_type="basic")
-        return transformers.ResNetModel(c), (torch.randn(2, 3, 32, 32),)
+        return transformers.ResNetModel(c), (torch.randn(2, 3, 64, 64),)
     c = transformers.ResNetConfig(embedding_size=64, hidden_sizes=[64, 128, 256, 512], depths=[2, 2, 2, 2],
                                   layer_type="basic")
     return transformers.ResNetModel(c), (torch.randn(2, 3, 64, 64),)
