@@ -145,7 +145,9 @@ class CompiledGraph {
                                                 const py::object& output_storages) const {
     std::vector<Array> arrays;
     arrays.reserve(inputs.size());
-    for (py::handle h : inputs) arrays.push_back(array_from_dlpack(h));
+    // An input is a DLPack capsule, or an Array the bridge imported on an earlier call and kept
+    // ([Note: kept imports] in ember/_translate.py).
+    for (py::handle h : inputs) arrays.push_back(py::isinstance<Array>(h) ? h.cast<Array>() : array_from_dlpack(h));
     const Graph& g = plan_->plan().graph();
     if (arrays.size() != g.inputs().size())
       EMBER_THROW(Value, "[run] the graph takes ", g.inputs().size(), " inputs, not ", arrays.size());
