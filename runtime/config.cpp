@@ -60,6 +60,7 @@ const std::vector<Setting>& settings() {
       {"EMBER_TORCH_OUTPUT_MAX_MB", "through the PyTorch bridge, outputs up to this size come from PyTorch's allocator, larger ones from ember's (default 32)"},
       {"EMBER_CODEGEN", "0 to run every graph on the reference interpreter instead of generated kernels"},
       {"EMBER_CACHE_DIR", "on-disk cache directory (default ~/.cache/ember), or off"},
+      {"EMBER_WARM_START", "0 to stop compiled modules from storing and reusing their traced first call (Python; the disk cache's \"warm\" entries)"},
       {"EMBER_CACHE_MAX_MB", "the disk cache's size limit per kind of entry, in MiB (default 1024)"},
       {"EMBER_PERF_MAP", "1 to name each loaded kernel in /tmp/perf-<pid>.map, for perf report"},
       {"EMBER_RECORD_LAUNCHES", "a directory: the first launch of each generated kernel is written there, to replay on another backend (tests/unit/cuda_check.cpp)"},

@@ -2,20 +2,18 @@
 passed again while the same tensor comes back with the same memory and layout. Whatever the
 caller does to a parameter between calls (new values in place, new memory, a new layout, a new
 Parameter object), the compiled call must compute what eager does with it now."""
-import gc
-
 import pytest
 import torch
 
 import ember
 from ember import _translate
+from ember._compile import report_of
 
 
-def live_graphs():
-    """The CompiledFx objects alive now: the test's own (each test starts with Dynamo's caches
-    reset, and earlier tests' graphs are collected here)."""
-    gc.collect()
-    return [o for o in gc.get_objects() if type(o) is _translate.CompiledFx]
+def live_graphs(compiled):
+    """The CompiledFx objects of this compiled module or function, as its report holds them."""
+    graphs = [getattr(g, "_callable", lambda: None)() for g in report_of(compiled).graphs]
+    return [g for g in graphs if type(g) is _translate.CompiledFx]
 
 
 @pytest.fixture
@@ -35,14 +33,14 @@ def test_parameters_are_imported_once_and_read_as_they_are_now(linear, mode):
     x = torch.randn(3, 8)
     for _ in range(3):
         check(compiled, linear, x)
-    kept = [k for g in live_graphs() for k in g.kept_imports if k is not None]
+    kept = [k for g in live_graphs(compiled) for k in g.kept_imports if k is not None]
     assert {id(k[0]) for k in kept} == {id(linear.weight), id(linear.bias)}, "the parameters' imports are kept"
     arrays = [k[4] for k in kept]
 
     with torch.no_grad():
         linear.weight.mul_(-2)  # new values in the same memory: read through the kept import
     check(compiled, linear, x)
-    assert [k[4] for g in live_graphs() for k in g.kept_imports if k is not None] == arrays
+    assert [k[4] for g in live_graphs(compiled) for k in g.kept_imports if k is not None] == arrays
 
     linear.weight.data = torch.randn(8, 8)  # new memory under the same Parameter
     check(compiled, linear, x)
@@ -70,6 +68,6 @@ def test_inputs_that_are_not_parameters_are_not_kept():
     a, b = torch.randn(4, 5), torch.randn(5, 6)
     for _ in range(3):
         torch.testing.assert_close(compiled(a, b), a @ b + 1)
-    assert all(k is None for g in live_graphs() for k in g.kept_imports)
+    assert all(k is None for g in live_graphs(compiled) for k in g.kept_imports)
     b.mul_(3)  # read afresh at each call
     torch.testing.assert_close(compiled(a, b), a @ b + 1)

@@ -4,7 +4,7 @@ import warnings
 
 import torch
 
-from . import _report
+from . import _report, _warm
 from ._C import Tensor as _EmberTensor
 from .dynamo import check_settings, make_backend, option_text
 
@@ -81,9 +81,13 @@ def _compiled_module(model, backend, settings, report):
                         "compile the function instead")
     compiled_forward = torch.compile(cls.forward, backend=backend, fullgraph=settings["fullgraph"],
                                      dynamic=settings["dynamic"])
+    warm = _warm.WarmStart(cls, compiled_forward, settings, report) if _warm.enabled() else None
 
     def forward(self, *args, **kwargs):
-        return compiled_forward(self, *args, **kwargs)
+        # Inside another compiled region Dynamo inlines the ordinary forward.
+        if warm is None or torch.compiler.is_compiling():
+            return compiled_forward(self, *args, **kwargs)
+        return warm(self, args, kwargs)
 
     def __reduce_ex__(self, protocol):
         # Pickle (torch.save) finds classes by name, and this one shares its name with the

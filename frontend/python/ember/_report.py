@@ -93,6 +93,7 @@ class GraphRecord:
         self._plan = None        # the compiled plan (weakly): what its mode did, read when asked
         self.fallback = None     # why the graph runs on PyTorch, if it does
         self.split = split       # why Dynamo handed it over as a piece of a larger graph (dynamo.split_reason)
+        self.warm = False        # compiled from an entry of the warm start ([Note: the warm start])
 
     @property
     def collectives(self):
@@ -152,7 +153,7 @@ class GraphRecord:
         return {"kind": self.kind, "aten_ops": self.aten_ops, "compile_ms": self.compile_ms,
                 "lowered": self.lowered, "torch_calls": self.torch_calls, "lowered_share": self.lowered_share,
                 "failed_lowerings": self.failed_lowerings, "collectives": self.collectives,
-                "ember": self.ember, "fallback": self.fallback, "split": self.split}
+                "ember": self.ember, "fallback": self.fallback, "split": self.split, "warm": self.warm}
 
 
 def _compilation_metrics():
@@ -171,6 +172,7 @@ class Report:
         self.recompiles = []  # {"guard"}
         self.tracer = None    # ember's own tracer, when a function ran on ember tensors
         self.notes = []       # what the user should know beyond the graphs (untraced_modules)
+        self.warm = []        # the warm start's first calls: {"key", "outcome", "seconds"} (_warm.py)
         self.start_recompiles_here()
 
     def start_recompiles_here(self):
@@ -219,7 +221,7 @@ class Report:
     def as_dict(self):
         out = {"graphs": [g.as_dict() for g in self.graphs], "graph_breaks": self.breaks,
                "recompiles": self.recompiles, "torch_calls": self.torch_call_ops(), "notes": self.notes,
-               "failed_lowerings": self.failed_lowering_count()}
+               "failed_lowerings": self.failed_lowering_count(), "warm_start": self.warm}
         if self.tracer is not None:
             out["ember_tensors"] = json.loads(self.tracer.report_json())
         return out
@@ -231,6 +233,7 @@ class Report:
         lines = [f"ember: {self.graph_count} graphs compiled, {len(self.breaks)} graph breaks, "
                  f"{len(self.recompiles)} recompiles, {self.failed_lowering_count()} failed lowerings"]
         lines += [f"note: {n}" for n in self.notes]
+        lines += [f"warm start (entry {w['key']}): {w['outcome']} in {w['seconds'] * 1e3:.0f} ms" for w in self.warm]
         pieces = sum(1 for g in self.graphs if g.split and g.kind in ("forward", "inference", "captured"))
         if pieces:
             lines.append(f"DDP's optimizer split the model's graphs into {pieces} pieces at gradient-bucket boundaries; "
@@ -245,7 +248,7 @@ class Report:
             e = g.ember
             lines.append(f"{head}, {g.lowered_share:.0%} lowered; {e['kernels']} generated kernels "
                          f"({e['kernels_compiled']} compiled now, {e['kernels_from_disk']} from the disk cache); "
-                         f"compiled in {g.compile_ms:.1f} ms")
+                         f"compiled in {g.compile_ms:.1f} ms" + (" (from the warm start's entry)" if g.warm else ""))
             if g.split:
                 lines.append(f"  {g.split}")
             collectives = g.collectives

@@ -41,14 +41,18 @@ def option_text(value):
     return str(value).lower() if isinstance(value, bool) else str(value)
 
 
-def make_backend(mode="default", options=None, report=None):
+def make_backend(mode="default", options=None, report=None, savable=False):
     """A Dynamo backend compiling with ember under `mode`; each graph it compiles is recorded in
-    `report` (an ember Report), or in the process-wide one."""
+    `report` (an ember Report), or in the process-wide one. `savable`: each graph is a WarmGraph,
+    which AOTAutograd can save ([Note: the warm start])."""
     mode, options = check_settings(mode, options)
     strict = options.get("strict", False)
     report = report if report is not None else _report.GLOBAL
 
     def compiler(kind, piece, gm, example_inputs):
+        if savable:
+            from ._warm import WarmGraph
+            return WarmGraph(gm, kind, mode, options, _visible_outputs(kind), piece, report)
         return _compile_graph(gm, kind, mode, options, report, _visible_outputs(kind), piece)
 
     def backend(gm, example_inputs):

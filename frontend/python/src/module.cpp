@@ -10,7 +10,9 @@
 #include "ir/error.h"
 #include "ir/symbolic.h"
 #include "modes/mode.h"
+#include "runtime/config.h"
 #include "runtime/cuda_driver.h"
+#include "runtime/disk_cache.h"
 #include "runtime/tuning_db.h"
 #include "torch_calls.h"
 
@@ -119,6 +121,25 @@ PYBIND11_MODULE(_C, m) {
       pybind11::arg("ordinal") = 0, "A CUDA device's properties; raises DeviceUnavailableError without one.");
   m.def("cuda_device_count", &ember::cuda::device_count);
   m.def("tuning_clear", &ember::tuning_db::clear, "Removes every entry of the tuning database; returns how many.");
+  // The disk cache for the Python side's own entries (the warm start's), under its rules.
+  m.def(
+      "cache_load",
+      [](const std::string& kind, const std::string& key) -> pybind11::object {
+        std::optional<std::string> payload = ember::disk_cache::load(kind, key);
+        if (!payload) return pybind11::none();
+        return pybind11::bytes(*payload);
+      },
+      pybind11::arg("kind"), pybind11::arg("key"), "The payload under `key` (hex) in `kind`, or None (a logged miss).");
+  m.def(
+      "cache_store",
+      [](const std::string& kind, const std::string& key, const pybind11::bytes& payload) {
+        ember::disk_cache::store(kind, key, std::string(payload));
+      },
+      pybind11::arg("kind"), pybind11::arg("key"), pybind11::arg("payload"), "Stores it (best effort).");
+  m.def("cache_keys", &ember::disk_cache::keys, pybind11::arg("kind"));
+  m.def("cache_clear", &ember::disk_cache::remove_all, pybind11::arg("kind"), "Removes every entry of `kind`.");
+  m.def("log_enabled", &ember::config::log_enabled, pybind11::arg("topic"), "Whether EMBER_LOG names `topic`.");
+  m.def("log", &ember::config::log, pybind11::arg("topic"), pybind11::arg("message"), "[ember:topic] message on stderr.");
   m.def(
       "canonical_dim",
       [](const std::string& text) -> pybind11::object {

@@ -1,0 +1,212 @@
+"""The warm start ([Note: the warm start], frontend/python/ember/_warm.py): a compiled module's
+first call in a new process loads what an earlier process traced, and never replays an entry
+that no longer fits (damaged, another model, changed code, another torch)."""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+import ember
+from ember._compile import report_of
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+MODEL = """
+import torch
+WIDTH = {width}
+class Model(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = torch.nn.Linear(WIDTH, 16)
+        self.norm = torch.nn.LayerNorm(16)
+        self.b = torch.nn.Linear(16, 4)
+    def forward(self, x):
+        return self.b(torch.relu(self.norm(self.a(x)))) {tail}
+"""
+
+
+def write_model(folder, width=8, tail="* 2.0"):
+    path = os.path.join(folder, "warm_model.py")
+    with open(path, "w") as f:
+        f.write(MODEL.format(width=width, tail=tail))
+    return path
+
+
+def child(cache, model_file, *extra, check=True):
+    env = dict(os.environ, EMBER_CACHE_DIR=str(cache))
+    env.pop("EMBER_WARM_START", None)
+    run = subprocess.run([sys.executable, os.path.join(HERE, "warm_child.py"), model_file, *extra], env=env,
+                         capture_output=True, text=True)
+    if check:
+        assert run.returncode == 0, run.stderr[-3000:]
+    return json.loads(run.stdout.strip().splitlines()[-1])
+
+
+def entries(cache):
+    folder = os.path.join(cache, "warm")
+    return [os.path.join(folder, name) for name in sorted(os.listdir(folder))] if os.path.isdir(folder) else []
+
+
+@pytest.fixture
+def cache(tmp_path):
+    return tmp_path / "cache"
+
+
+def test_second_process_skips_tracing_and_aot_autograd(tmp_path, cache):
+    model = write_model(tmp_path)
+    cold = child(cache, model)
+    assert cold["warm"] == ["traced and stored"] and cold["aot_autograd_calls"] == 1
+    assert cold["diff"] < 1e-5
+    warm = child(cache, model)
+    assert warm["warm"] == ["loaded"], warm
+    assert warm["aot_autograd_calls"] == 0 and warm["dynamo_frames"] == 0, warm
+    assert warm["warm_graphs"] == 1 and warm["kernels_compiled"] == 0, warm  # ember's kernels: the disk cache's
+    assert warm["diff"] < 1e-5
+
+
+def test_training_step_from_a_loaded_entry(tmp_path, cache):
+    model = write_model(tmp_path)
+    assert child(cache, model, "--train")["warm"] == ["traced and stored"]
+    warm = child(cache, model, "--train")
+    assert warm["warm"] == ["loaded"] and warm["aot_autograd_calls"] == 0, warm
+    assert warm["warm_graphs"] == 2  # the forward and the backward graph
+    assert warm["diff"] < 1e-5  # the gradients
+
+
+@pytest.mark.parametrize("damage", ["flip", "truncate", "empty", "foreign"])
+def test_a_damaged_entry_is_a_miss(tmp_path, cache, damage):
+    model = write_model(tmp_path)
+    child(cache, model)
+    (path,) = entries(cache)
+    data = open(path, "rb").read()
+    if damage == "flip":
+        data = data[:len(data) // 2] + bytes([data[len(data) // 2] ^ 0x10]) + data[len(data) // 2 + 1:]
+    elif damage == "truncate":
+        data = data[:len(data) // 3]
+    elif damage == "empty":
+        data = b""
+    else:  # another key's entry under this name
+        (tmp_path / "other").mkdir()
+        other, other_cache = write_model(tmp_path / "other", width=6), tmp_path / "other-cache"
+        child(other_cache, other)
+        data = open(entries(other_cache)[0], "rb").read()
+    with open(path, "wb") as f:
+        f.write(data)
+    again = child(cache, model)
+    assert again["warm"] == ["traced and stored"] and again["diff"] < 1e-5, again
+
+
+def test_a_model_with_other_weight_shapes_misses(tmp_path, cache):
+    child(cache, write_model(tmp_path, tail=""))
+    # Same class, same inputs, so the same key; the parameters' shapes differ: its guards refuse.
+    wider = MODEL.replace("torch.nn.Linear(WIDTH, 16)", "torch.nn.Linear(WIDTH, 32)").replace(
+        "LayerNorm(16)", "LayerNorm(32)").replace("Linear(16, 4)", "Linear(32, 4)")
+    with open(os.path.join(tmp_path, "warm_model.py"), "w") as f:
+        f.write(wider.format(width=8, tail=""))
+    again = child(cache, os.path.join(tmp_path, "warm_model.py"))
+    assert again["warm"] == ["traced and stored"] and again["diff"] < 1e-5, again
+
+
+def test_changed_code_misses(tmp_path, cache):
+    child(cache, write_model(tmp_path, tail="* 2.0"))
+    # Same weights, same inputs, same guards: only the source differs. Replaying the stored
+    # bytecode would return twice the right answer.
+    again = child(cache, write_model(tmp_path, tail="* 1.0"))
+    assert again["warm"] == ["traced and stored"] and again["diff"] < 1e-5, again
+    assert child(cache, write_model(tmp_path, tail="* 1.0"))["warm"] == ["loaded"]
+
+
+def test_another_torch_version_misses(tmp_path, cache):
+    model = write_model(tmp_path)
+    child(cache, model)
+    again = child(cache, model, "--torch-version", torch.__version__ + ".other")
+    assert again["warm"] == ["traced and stored"] and again["diff"] < 1e-5, again
+
+
+def test_eight_processes_at_once(tmp_path, cache):
+    model = write_model(tmp_path)
+    env = dict(os.environ, EMBER_CACHE_DIR=str(cache))
+    procs = [subprocess.Popen([sys.executable, os.path.join(HERE, "warm_child.py"), model], env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(8)]
+    for p in procs:
+        stdout, stderr = p.communicate(timeout=600)
+        assert p.returncode == 0, stderr[-3000:]
+        out = json.loads(stdout.strip().splitlines()[-1])
+        assert out["diff"] < 1e-5 and out["warm"][0] in ("traced and stored", "loaded"), out
+    assert len(entries(cache)) == 1
+    assert child(cache, model)["warm"] == ["loaded"]
+
+
+# --- in one process --------------------------------------------------------------------------
+
+class Small(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(6, 6)
+        self.drop = torch.nn.Dropout(0.5)
+
+    def forward(self, x):
+        return self.drop(torch.tanh(self.lin(x))) + 1
+
+
+class Breaks(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(6, 6)
+
+    def forward(self, x):
+        y = self.lin(x)
+        print("", end="")  # a graph break
+        return y.relu()
+
+
+def test_calls_its_guards_refuse_take_the_ordinary_route(monkeypatch, tmp_path):
+    monkeypatch.setenv("EMBER_CACHE_DIR", str(tmp_path))
+    torch.manual_seed(0)
+    model = Small().eval()
+    compiled = ember.compile(model)
+    with torch.no_grad():
+        held = compiled(torch.randn(2, 6))
+        held_copy = held.clone()
+        for n in (2, 3, 5, 2):  # new sizes
+            x = torch.randn(n, 6)
+            torch.testing.assert_close(compiled(x), model(x))
+        model.train()  # the training flag flipped: dropout now applies
+        torch.manual_seed(1)
+        out = compiled(torch.ones(4, 6))
+        assert (out == 1).any(), "dropout did not apply"
+    assert torch.equal(held, held_copy)  # later calls did not write into an output the caller holds
+    report = report_of(compiled)
+    assert [w["outcome"] for w in report.warm] == ["traced and stored"]
+    assert "warm start (entry" in report.text()
+
+
+def test_a_graph_break_goes_the_ordinary_way_and_is_remembered(monkeypatch, tmp_path):
+    monkeypatch.setenv("EMBER_CACHE_DIR", str(tmp_path))
+    x = torch.randn(3, 6)
+    for _ in range(2):
+        torch._dynamo.reset()
+        model = Breaks()
+        compiled = ember.compile(model)
+        torch.testing.assert_close(compiled(x), model(x))
+        report = report_of(compiled)
+        (outcome,) = [w["outcome"] for w in report.warm]
+        assert outcome.startswith("not used: ") and report.graph_count == 2, report.text()
+    assert len(entries(tmp_path)) == 1  # the negative entry, read by the second compile
+
+
+def test_fullgraph_still_raises_at_a_graph_break(monkeypatch, tmp_path):
+    monkeypatch.setenv("EMBER_CACHE_DIR", str(tmp_path))
+    with pytest.raises(Exception, match="(?i)graph break|print"):
+        ember.compile(Breaks(), fullgraph=True)(torch.randn(3, 6))
+
+
+def test_off_switch(monkeypatch, tmp_path):
+    monkeypatch.setenv("EMBER_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("EMBER_WARM_START", "0")
+    compiled = ember.compile(Small().eval())
+    compiled(torch.randn(2, 6))
+    assert report_of(compiled).warm == [] and entries(tmp_path) == []
