@@ -151,6 +151,8 @@ def _closure_data(fn):
 
 
 def _keep_guard(freevars):
+    """Dynamo's guard filter: every guard but those that cannot be saved (an object's identity
+    and its kin) and those on the forward's closure (`freevars`: not pickled, given again)."""
     from torch._dynamo.guards import CheckFunctionManager
     unsavable = CheckFunctionManager.UNSUPPORTED_SERIALIZATION_GUARD_TYPES
 
