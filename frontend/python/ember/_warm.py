@@ -307,11 +307,11 @@ class WarmStart:
             return None, "changed source: " + ", ".join(changed[:3])
         if not entry.guard_check(module, *args, **kwargs):
             return None, "its guards refuse this call"
-        self.report.graphs.extend(scratch.graphs)
+        self._adopt(scratch)
         return entry, None
 
     def _trace(self, key, module, args, kwargs, start):
-        from .dynamo import make_backend
+        from .dynamo import make_backend, short_reason
         s = self.settings
         scratch = _report.Report()  # the graphs join the module's report only if the entry serves
         backend = make_backend(s["mode"], s["options"], scratch, savable=True)
@@ -323,7 +323,7 @@ class WarmStart:
             with _lean_aot_compile(files):
                 entry = compiled.aot_compile(((module, *args), kwargs))
         except Exception as e:
-            reason = f"{type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}"
+            reason = short_reason(e)
             _C.cache_store(KIND, key, _NEGATIVE + reason.encode())
             self._note(key, "not used: " + reason, start)
             return None
@@ -332,9 +332,14 @@ class WarmStart:
             outcome = "traced and stored"
         except Exception as e:  # it still serves this process
             outcome = f"traced; not stored ({type(e).__name__}: {e})"
-        self.report.graphs.extend(scratch.graphs)
+        self._adopt(scratch)
         self._note(key, outcome, start)
         return entry
+
+    def _adopt(self, scratch):
+        """The graphs of an entry that serves join the module's report."""
+        for record in scratch.graphs:
+            self.report.add_graph(record)
 
     def _note(self, key, outcome, start):
         seconds = time.perf_counter() - start

@@ -73,7 +73,7 @@ def make_backend(mode="default", options=None, report=None, savable=False):
             # Dynamo's own signals (a restart of its analysis, a frame to skip) are not failures.
             if strict or isinstance(e, torch._dynamo.exc.TorchDynamoException):
                 raise
-            reason = f"{type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}"
+            reason = short_reason(e)
             warnings.warn(f"ember: AOTAutograd could not prepare a graph; it runs on PyTorch instead ({reason})",
                           RuntimeWarning, stacklevel=2)
             report.add_graph(_report.GraphRecord.fallback("captured", gm, reason, time.perf_counter() - start, piece))
@@ -81,6 +81,12 @@ def make_backend(mode="default", options=None, report=None, savable=False):
 
     backend.__name__ = "ember"
     return backend
+
+
+def short_reason(e):
+    """An exception as one line: its type and the first line of its message."""
+    text = str(e).strip()
+    return f"{type(e).__name__}: {text.splitlines()[0] if text else ''}"
 
 
 # Kept whole: PyTorch's decomposition of the fused CPU attention computes a logsumexp that its
