@@ -184,6 +184,25 @@ def test_calls_its_guards_refuse_take_the_ordinary_route(monkeypatch, tmp_path):
     assert "warm start (entry" in report.text()
 
 
+class Mutates(torch.nn.Module):
+    def forward(self, x, y):
+        x.add_(1)
+        return x + y
+
+
+def test_an_entry_traced_on_distinct_tensors_refuses_aliased_ones(monkeypatch, tmp_path):
+    monkeypatch.setenv("EMBER_CACHE_DIR", str(tmp_path))
+    model = Mutates()
+    compiled = ember.compile(model)
+    a, b = torch.randn(3, 4), torch.randn(3, 4)
+    torch.testing.assert_close(compiled(a.clone(), b.clone()), a + 1 + b)
+    t = torch.randn(3, 4)
+    t_eager = t.clone()
+    torch.testing.assert_close(compiled(t, t), model(t_eager, t_eager))  # 2 * (t + 1), not t + 1 + t
+    torch.testing.assert_close(t, t_eager)
+    assert [w["outcome"] for w in report_of(compiled).warm] == ["traced and stored"]
+
+
 def test_a_graph_break_goes_the_ordinary_way_and_is_remembered(monkeypatch, tmp_path):
     monkeypatch.setenv("EMBER_CACHE_DIR", str(tmp_path))
     x = torch.randn(3, 6)
