@@ -6,6 +6,7 @@
 #include <iostream>
 #include <mutex>
 #include <sstream>
+#include <string_view>
 
 extern char** environ;
 
@@ -16,14 +17,6 @@ namespace {
 std::mutex& output_mutex() {
   static std::mutex m;
   return m;
-}
-
-bool in_list(const std::string& list, const std::string& item) {
-  std::stringstream ss(list);
-  std::string entry;
-  while (std::getline(ss, entry, ','))
-    if (entry == item || entry == "all") return true;
-  return false;
 }
 
 void check_unknown_once() {
@@ -43,6 +36,20 @@ void check_unknown_once() {
       }
     }
   });
+}
+
+// Read on every call of a plan (EMBER_LOG=profile): no string is built when the variable is unset.
+bool in_list(const char* name, std::string_view item) {
+  check_unknown_once();
+  const char* value = std::getenv(name);
+  for (std::string_view list = value ? value : ""; !list.empty();) {
+    size_t comma = list.find(',');
+    std::string_view entry = list.substr(0, comma);
+    if (!entry.empty() && (entry == item || entry == "all")) return true;
+    if (comma == std::string_view::npos) break;
+    list.remove_prefix(comma + 1);
+  }
+  return false;
 }
 
 }  // namespace
@@ -79,9 +86,9 @@ std::string get(const char* name) {
   return v ? v : "";
 }
 
-bool log_enabled(const std::string& topic) { return in_list(get("EMBER_LOG"), topic); }
-bool pass_disabled(const std::string& pass) { return in_list(get("EMBER_DISABLE_PASSES"), pass); }
-bool dump_after(const std::string& pass) { return in_list(get("EMBER_DUMP_AFTER"), pass); }
+bool log_enabled(std::string_view topic) { return in_list("EMBER_LOG", topic); }
+bool pass_disabled(std::string_view pass) { return in_list("EMBER_DISABLE_PASSES", pass); }
+bool dump_after(std::string_view pass) { return in_list("EMBER_DUMP_AFTER", pass); }
 
 std::vector<std::string> extra_passes() {
   std::vector<std::string> names;

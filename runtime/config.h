@@ -11,6 +11,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace ember::config {
@@ -24,11 +25,11 @@ const std::vector<Setting>& settings();
 // The raw value, or "" when unset. Unknown EMBER_* variables in the environment are reported once.
 std::string get(const char* name);
 // Comma-separated list membership: EMBER_LOG=graph_breaks,guards -> log_enabled("guards").
-bool log_enabled(const std::string& topic);
-bool pass_disabled(const std::string& pass);
+bool log_enabled(std::string_view topic);
+bool pass_disabled(std::string_view pass);
 // The passes EMBER_EXTRA_PASSES names, in order (empty when unset).
 std::vector<std::string> extra_passes();
-bool dump_after(const std::string& pass);
+bool dump_after(std::string_view pass);
 bool verify_enabled();
 // Writes "[ember:topic] message" to stderr (thread-safe).
 void log(const std::string& topic, const std::string& message);

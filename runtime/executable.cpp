@@ -235,14 +235,20 @@ std::shared_ptr<const KernelStep> KernelStep::with(const std::string& choice) co
   EMBER_THROW(Value, "[max-autotune] kernel ", name(), " has no choice '", choice, "'");
 }
 
-std::vector<Array> Executable::run_one(const Step& step, const std::vector<Array>& args,
-                                       const std::vector<Array>& destinations, const SymbolValues& symbols) const {
+void Executable::run_kernel(const Step& step, const std::vector<Array>& args, const std::vector<Array>& destinations) {
   std::optional<ScopedStepSettings> settings;
   if (!step.settings.is_default()) settings.emplace(step.settings);
+  step.kernel->run(args, destinations);
+}
+
+std::vector<Array> Executable::run_one(const Step& step, const std::vector<Array>& args,
+                                       const std::vector<Array>& destinations, const SymbolValues& symbols) const {
   if (step.kernel) {
-    step.kernel->run(args, destinations);
+    run_kernel(step, args, destinations);
     return destinations;
   }
+  std::optional<ScopedStepSettings> settings;
+  if (!step.settings.is_default()) settings.emplace(step.settings);
   const Node* n = step.node;
   std::vector<Array> results = run_op(n->op, n->attrs, args, n->types, symbols, destinations);
   for (size_t k = 0; k < results.size(); ++k) {
@@ -298,8 +304,13 @@ std::vector<Array> Executable::run(std::span<const Array> inputs, const SymbolVa
     const int index = static_cast<int>(&step - &steps_.front());
     const std::vector<Array>& destinations = binding.destinations[index];
     if (observe) observe(index, args, destinations);
-    std::vector<Array> results = run_one(step, args, destinations, symbols);
-    for (size_t k = 0; k < results.size(); ++k) values[step.outputs[k]] = std::move(results[k]);
+    if (step.kernel) {  // its results are its destinations: no vector of them to return
+      run_kernel(step, args, destinations);
+      for (size_t k = 0; k < destinations.size(); ++k) values[step.outputs[k]] = destinations[k];
+    } else {
+      std::vector<Array> results = run_one(step, args, destinations, symbols);
+      for (size_t k = 0; k < results.size(); ++k) values[step.outputs[k]] = std::move(results[k]);
+    }
     for (int s : step.release) values[s] = Array();
   }
   if (profile && !steps_.empty()) {
@@ -381,7 +392,7 @@ Executable::Binding Executable::take_binding(const SymbolValues& symbols, const 
   Binding binding;
   if (static_buffers_) {
     std::lock_guard<std::mutex> lock(bindings_mu_);
-    auto it = std::find_if(bindings_.rbegin(), bindings_.rend(), [&](const Binding& b) { return b.symbols == symbols; });
+    auto it = std::find_if(bindings_.rbegin(), bindings_.rend(), [&](const Binding& b) { return b.layout && b.layout->symbols == symbols; });
     if (it != bindings_.rend()) {
       binding = std::move(*it);
       bindings_.erase(std::next(it).base());
@@ -391,22 +402,12 @@ Executable::Binding Executable::take_binding(const SymbolValues& symbols, const 
   ++binding.calls;
   if (binding.storages.empty() && !buffer_slots_.empty()) {
     ++bindings;
-    binding.symbols = symbols;
-    binding.shapes.resize(slots_.size());
-    binding.sizes.assign(buffer_slots_.size(), 0);
-    // Each buffer holds, in turn, values of several types.
-    for (size_t b = 0; b < buffer_slots_.size(); ++b) {
-      for (int s : buffer_slots_[b]) {
-        const TensorType& t = slots_[s].value.type();
-        binding.shapes[s] = evaluate(t.shape, symbols);
-        binding.sizes[b] =
-            std::max(binding.sizes[b], checked_nbytes(op_name(slots_[s].value.node->op), binding.shapes[s], t.dtype));
-      }
-    }
+    binding.layout = layout_for(symbols);
     binding.storages.resize(buffer_slots_.size());
     if (static_buffers_) reshaped = adopt_storages(binding);
   }
-  const std::vector<size_t>& sizes = binding.sizes;
+  static const std::vector<size_t> kNoBuffers;
+  const std::vector<size_t>& sizes = binding.layout ? binding.layout->sizes : kNoBuffers;
   std::vector<size_t> wanted;  // output buffers to take from `output_storages`
   std::vector<OutputBuffer> requests;
   std::vector<bool> fresh(sizes.size(), false);
@@ -438,6 +439,30 @@ Executable::Binding Executable::take_binding(const SymbolValues& symbols, const 
   return binding;
 }
 
+// Evaluated once per set of sizes while the calls repeat them: a plan of buffers per call binds
+// new storages every call, but not its shapes.
+std::shared_ptr<const Executable::Layout> Executable::layout_for(const SymbolValues& symbols) const {
+  {
+    std::lock_guard<std::mutex> lock(layout_mu_);
+    if (last_layout_ && last_layout_->symbols == symbols) return last_layout_;
+  }
+  auto layout = std::make_shared<Layout>();
+  layout->symbols = symbols;
+  layout->shapes.resize(slots_.size());
+  layout->sizes.assign(buffer_slots_.size(), 0);
+  // Each buffer holds, in turn, values of several types.
+  for (size_t b = 0; b < buffer_slots_.size(); ++b) {
+    for (int s : buffer_slots_[b]) {
+      const TensorType& t = slots_[s].value.type();
+      layout->shapes[s] = evaluate(t.shape, symbols);
+      layout->sizes[b] = std::max(layout->sizes[b], checked_nbytes(op_name(slots_[s].value.node->op), layout->shapes[s], t.dtype));
+    }
+  }
+  std::lock_guard<std::mutex> lock(layout_mu_);
+  last_layout_ = layout;
+  return layout;
+}
+
 // [Note: size buckets] A static plan's buffers are made a power of two of bytes large, and a
 // call of new sizes, when the plan already keeps its kBindings sizes, takes over the buffers of
 // a kept size when each is free (only that binding holds it) and large enough: a growing
@@ -467,7 +492,7 @@ bool Executable::adopt_storages(Binding& binding) const {
   if (bindings_.size() < kBindings) return false;
   auto fits = [&](const Binding& old) {
     for (size_t b = 0; b < old.storages.size(); ++b)
-      if (!holds_output_[b] && old.storages[b] && !(is_free(old, b) && old.storages[b]->nbytes >= binding.sizes[b]))
+      if (!holds_output_[b] && old.storages[b] && !(is_free(old, b) && old.storages[b]->nbytes >= binding.layout->sizes[b]))
         return false;
     return true;
   };
@@ -488,11 +513,11 @@ bool Executable::adopt_storages(Binding& binding) const {
 
 OutputBuffer Executable::output_buffer(const Binding& binding, size_t b) const {
   OutputBuffer request;
-  request.bytes = binding.sizes[b];
+  request.bytes = binding.layout->sizes[b];
   int k = exact_output_[b];
   if (k < 0) return request;
   int s = outputs_[k];
-  const std::vector<int64_t>& shape = binding.shapes[s];
+  const std::vector<int64_t>& shape = binding.layout->shapes[s];
   DType dtype = slots_[s].value.type().dtype;
   size_t bytes = checked_nbytes("output", shape, dtype);
   if (bytes != request.bytes) return request;  // an earlier value in the buffer was larger
@@ -513,7 +538,7 @@ void Executable::bind_destinations(Binding& binding, const std::vector<bool>& fr
     for (size_t k = 0; k < steps_[i].outputs.size(); ++k) {
       const Slot& slot = slots_[steps_[i].outputs[k]];
       if (slot.home != Home::Buffer || !fresh[slot.index]) continue;
-      const std::vector<int64_t>& shape = binding.shapes[steps_[i].outputs[k]];
+      const std::vector<int64_t>& shape = binding.layout->shapes[steps_[i].outputs[k]];
       binding.destinations[i][k] =
           Array(slot.value.type().dtype, shape, Array::contiguous_strides(shape), 0, binding.storages[slot.index]);
       ++destinations_built;

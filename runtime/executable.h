@@ -151,12 +151,18 @@ class Executable {
     std::vector<int> release;  // slots whose last use this is
     StepSettings settings;     // how it runs (max-autotune's choice)
   };
-  // A call's sizes, bound: the shape of every buffer's values, the buffers' storages, and each
-  // step's destinations in them, for one set of symbol values.
-  struct Binding {
+  // The sizes of one set of symbol values: the shape of every buffer's values and the buffers'
+  // bytes. Shared by the bindings of those values, and kept for the next call's.
+  struct Layout {
     SymbolValues symbols;
     std::vector<std::vector<int64_t>> shapes;  // per slot (buffer slots only)
     std::vector<size_t> sizes;                 // per buffer, in bytes
+  };
+  std::shared_ptr<const Layout> layout_for(const SymbolValues& symbols) const;
+  // A call's sizes, bound: their layout, the buffers' storages, and each step's destinations in
+  // them.
+  struct Binding {
+    std::shared_ptr<const Layout> layout;
     std::vector<std::shared_ptr<Storage>> storages;
     std::vector<std::vector<Array>> destinations;  // per step, per output (undefined: not a buffer)
     int64_t calls = 0;                             // calls of these sizes since it was bound
@@ -168,6 +174,7 @@ class Executable {
   static size_t bucket_bytes(size_t bytes);
   void bind_destinations(Binding& binding, const std::vector<bool>& fresh) const;
   void log_profile(std::vector<std::pair<double, size_t>> step_us) const;
+  static void run_kernel(const Step& step, const std::vector<Array>& args, const std::vector<Array>& destinations);
   // Runs `step`, leaving its results in `destinations` where they are buffers; returns them.
   std::vector<Array> run_one(const Step& step, const std::vector<Array>& args, const std::vector<Array>& destinations,
                              const SymbolValues& symbols) const;
@@ -193,6 +200,8 @@ class Executable {
   std::vector<int> outputs_;
   bool static_buffers_ = false;
   size_t held_limit_ = SIZE_MAX;
+  mutable std::mutex layout_mu_;
+  mutable std::shared_ptr<const Layout> last_layout_;  // the latest call's: most calls repeat its sizes
   mutable std::mutex bindings_mu_;
   mutable std::vector<Binding> bindings_;  // kept bindings, most recently used last
 };

@@ -212,3 +212,45 @@ def test_max_autotune_bounds_each_bucket_plan_and_reports_their_sum():
         assert record["held_bytes"] <= record["held_limit_bytes"], record["mode_summary"]
     assert record["held_limit_bytes"] == 4 * int(0.3 * 1024 * 1024)
     assert " in 4 plans (at most 1.2 MiB)" in record["mode_summary"]
+
+
+def test_steady_inputs_read_what_the_tensor_holds():
+    """The steady call exports a plain tensor argument as it is; a negative view (its values
+    through a flag DLPack drops) and a strided view must still read what eager reads."""
+    compiled = ember.compile(lambda x, y: x * 2 + y)
+    base = torch.randn(6, 4)
+    for _ in range(3):
+        torch.testing.assert_close(compiled(base[:, :3], base[:, 1:]), base[:, :3] * 2 + base[:, 1:])
+    assert graphs(compiled)[0].steady_call is True
+    neg = torch.randn(6, 3)._neg_view()
+    y = torch.randn(6, 3)
+    for _ in range(3):
+        torch.testing.assert_close(compiled(neg, y), neg * 2 + y)
+
+
+def test_a_steady_call_runs_few_frames_of_ember():
+    """Each frame of Python in a compiled call costs a microsecond or more (issue 26): the steady
+    call runs __call__, _run_steady and _steady_inputs, and its two list comprehensions."""
+    import sys
+
+    compiled = ember.compile(lambda x: x + 1)
+    x = torch.randn(8)
+    for _ in range(3):
+        compiled(x)
+    assert graphs(compiled)[0].steady_call is True
+    frames = []
+
+    def profile(frame, event, arg):
+        if event == "call" and "/ember/" in frame.f_code.co_filename:
+            frames.append(frame.f_code.co_name)
+
+    sys.setprofile(profile)
+    try:
+        out = compiled(x)
+    finally:
+        sys.setprofile(None)
+    torch.testing.assert_close(out, x + 1)
+    # CompiledFunction.__call__ and _has_ember_tensor in front of Dynamo, then the graph's call.
+    graph_frames = [f for f in frames if f not in ("__call__", "_has_ember_tensor")]
+    assert frames.count("__call__") == 2, frames
+    assert sorted(graph_frames) == sorted(["_run_steady", "_steady_inputs", "<listcomp>", "<listcomp>"]), frames

@@ -195,6 +195,19 @@ TEST_CASE("dynamic=true: one trace serves every size, sizes stay symbolic", "[co
   CHECK(f.report().recompiles.back().guard.find("input 0 dim 0: 1 is outside s0's range") != std::string::npos);
 }
 
+TEST_CASE("dynamic: sizes that alternate call after call get their own shapes each call", "[compile][dynamic]") {
+  // A plan keeps the latest call's evaluated shapes for the next call of the same sizes
+  // (Executable::layout_for): a call of other sizes must not run on them.
+  for (const char* mode : {"default", "reduce-overhead"}) {
+    auto f = compile([](const Tensor& x) { return softmax(x * 2.0, 1) + sum(x, {1}, true); },
+                     Options{.mode = mode, .dynamic = true});
+    for (int64_t n : {3, 5, 3, 3, 7, 5, 2, 7}) {
+      Tensor x = uniform({n, n + 1}, n);
+      require_close(f(x), softmax(x * 2.0, 1) + sum(x, {1}, true));
+    }
+  }
+}
+
 TEST_CASE("dynamic: a size converted to an integer specialises the trace", "[compile][dynamic]") {
   auto f = compile(
       [](const Tensor& x) {

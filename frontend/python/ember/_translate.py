@@ -521,7 +521,7 @@ class CompiledFx:
         if self.on_pytorch is not None:
             return self.on_pytorch(args)
         try:
-            return self._run(args)
+            return self._run_steady(args) if self.steady else self._run(args)
         except _torch_calls.ResultMismatch as e:
             return self._fall_back_to_pytorch(args, e)
         except (ValueError, TypeError) as e:
@@ -537,6 +537,7 @@ class CompiledFx:
         expectation, so the user's program must not fail here; strict asks for the error."""
         if self.strict:
             raise error
+        self.steady = False
         warnings.warn(f"ember: a compiled graph runs on PyTorch from now on: {error}", RuntimeWarning, stacklevel=2)
         from .dynamo import eager_fallback
         self.on_pytorch = eager_fallback(self.gm)
@@ -586,12 +587,26 @@ class CompiledFx:
         else:
             self.steady = False
 
+    def _steady_inputs(self, args):
+        """_inputs of a steady call, in one frame: a plain tensor argument (most of them) is
+        exported as it is, the rest go through _input."""
+        out = []
+        for k, (kind, src) in enumerate(self.input_sources):
+            t = args[src] if kind == _ARG else src
+            if kind == _ARG and type(t) is torch.Tensor and not t.is_neg() and not t._is_zerotensor():
+                out.append(to_dlpack(t))
+            else:
+                out.append(self._input(k, t))
+        return out
+
     def _run_steady(self, args):
         """[Note: the steady call] The outputs made by PyTorch before the plan runs, handed to it
-        as a list: no call back into Python during the plan, nothing to rebuild after it."""
-        inputs = self._inputs(args, [])
-        made = [_empty_strided_cpu(shape, strides, dtype) for shape, strides, dtype in self.steady]
-        tensors = self.compiled.run(inputs, [], [(t, to_dlpack(t)) for t in made])[0]
+        as a list: no call back into Python during the plan, nothing to rebuild after it. Per
+        call, this is the only frame of ember's besides __call__ and _steady_inputs: in a
+        compiled call, each frame of Python is a microsecond or more (issue 26's tiny graph)."""
+        made = [(t, to_dlpack(t)) for t in
+                [_empty_strided_cpu(shape, strides, dtype) for shape, strides, dtype in self.steady]]
+        tensors = self.compiled.run_given(self._steady_inputs(args), made)
         for k, i in self.returned_inputs:
             tensors[k] = args[i]
         return tensors if self.outputs_are_tensors else self._outputs(tensors, args, [])

@@ -143,18 +143,7 @@ class CompiledGraph {
   // itself, in place of a capsule.
   std::pair<py::list, std::vector<int64_t>> run(const py::list& inputs, const SymbolValues& symbols,
                                                 const py::object& output_storages) const {
-    std::vector<Array> arrays;
-    arrays.reserve(inputs.size());
-    // An input is a DLPack capsule, or an Array the bridge imported on an earlier call and kept
-    // ([Note: kept imports] in ember/_translate.py).
-    for (py::handle h : inputs) arrays.push_back(py::isinstance<Array>(h) ? h.cast<Array>() : array_from_dlpack(h));
-    const Graph& g = plan_->plan().graph();
-    if (arrays.size() != g.inputs().size())
-      EMBER_THROW(Value, "[run] the graph takes ", g.inputs().size(), " inputs, not ", arrays.size());
-    if (symbols.size() != g.symbols().size())
-      EMBER_THROW(Value, "[run] the graph has ", g.symbols().size(), " symbols, not ", symbols.size());
-    for (size_t i = 0; i < arrays.size(); ++i) check_input(i, g.inputs()[i]->type(), arrays[i], symbols);
-    int threads = torch_threads();
+    std::vector<Array> arrays = import_inputs(inputs, symbols);
     std::vector<GivenOutput> given_outputs;  // outputs the caller made whole
     std::vector<py::object> keep;            // the caller's tensors among them
     OutputStorages storages;
@@ -168,13 +157,7 @@ class CompiledGraph {
         return take_storages(output_storages, buffers, given_outputs, keep);
       };
     }
-    std::vector<Array> outputs;
-    {
-      py::gil_scoped_release no_gil;  // kernels and the thread pool run without it; torch calls take it
-      std::optional<ThreadCountForCall> count;
-      if (threads > 0) count.emplace(threads);
-      outputs = plan_->run(arrays, symbols, nullptr, storages);  // max-autotune: a new bucket's first call tunes
-    }
+    std::vector<Array> outputs = run_plan(arrays, symbols, storages);
     std::vector<int64_t> shares(outputs.size(), -1);
     for (size_t k = 0; k < outputs.size(); ++k) {
       // A constant of the plan (a folded value, a `full`) lives as long as the plan: PyTorch
@@ -204,6 +187,29 @@ class CompiledGraph {
       else results.append(array_to_dlpack(outputs[k]));
     }
     return {std::move(results), std::move(shares)};
+  }
+
+  // [Note: the steady call] in ember/_translate.py: every output is a buffer the caller made,
+  // given as (tensor, capsule) pairs in the order of an earlier call's request, or an input
+  // returned as it is; the outputs are those tensors, and nothing is computed for the caller
+  // to rebuild them.
+  py::list run_given(const py::list& inputs, const py::list& output_storages) const {
+    std::vector<Array> arrays = import_inputs(inputs, {});
+    std::vector<GivenOutput> given_outputs;
+    GivenBuffers given = given_buffers(output_storages);
+    OutputStorages storages = [&](const std::vector<OutputBuffer>& buffers) {
+      return bind_given(given, buffers, given_outputs);
+    };
+    std::vector<Array> outputs = run_plan(arrays, {}, storages);
+    py::list results(outputs.size());
+    for (size_t k = 0; k < outputs.size(); ++k) {
+      const GivenOutput* o = nullptr;
+      for (const GivenOutput& g : given_outputs)
+        if (g.output == static_cast<int>(k) && g.data == outputs[k].data()) o = &g;
+      // Not one: an input the graph returns as it is, which the caller puts back itself.
+      results[k] = o ? py::reinterpret_borrow<py::object>(o->tensor) : py::object(array_to_dlpack(outputs[k]));
+    }
+    return results;
   }
 
   py::dict info() const {
@@ -325,6 +331,32 @@ class CompiledGraph {
     return out;
   }
 
+  // An input is a DLPack capsule, or an Array the bridge imported on an earlier call and kept
+  // ([Note: kept imports] in ember/_translate.py).
+  std::vector<Array> import_inputs(const py::list& inputs, const SymbolValues& symbols) const {
+    std::vector<Array> arrays;
+    arrays.reserve(inputs.size());
+    for (py::handle h : inputs) arrays.push_back(py::isinstance<Array>(h) ? h.cast<Array>() : array_from_dlpack(h));
+    const Graph& g = plan_->plan().graph();
+    if (arrays.size() != g.inputs().size())
+      EMBER_THROW(Value, "[run] the graph takes ", g.inputs().size(), " inputs, not ", arrays.size());
+    if (symbols.size() != g.symbols().size())
+      EMBER_THROW(Value, "[run] the graph has ", g.symbols().size(), " symbols, not ", symbols.size());
+    for (size_t i = 0; i < arrays.size(); ++i) check_input(i, g.inputs()[i]->type(), arrays[i], symbols);
+    return arrays;
+  }
+
+  // Kernels and the thread pool run without the GIL (torch calls take it), on as many threads as
+  // PyTorch would use.
+  std::vector<Array> run_plan(const std::vector<Array>& arrays, const SymbolValues& symbols,
+                              const OutputStorages& storages) const {
+    int threads = torch_threads();
+    py::gil_scoped_release no_gil;
+    std::optional<ThreadCountForCall> count;
+    if (threads > 0) count.emplace(threads);
+    return plan_->run(arrays, symbols, nullptr, storages);  // max-autotune: a new bucket's first call tunes
+  }
+
   // The plan trusts its inputs' types; a caller's mistake must be an error, not wrong memory.
   static void check_input(size_t i, const TensorType& t, const Array& a, const SymbolValues& symbols) {
     if (a.dtype() != t.dtype)
@@ -366,6 +398,7 @@ void register_graph(py::module_& m) {
            py::arg("autotune_budget_s") = py::none(), py::arg("autotune_search") = "",
            py::arg("static_plan_mb") = py::none())
       .def("run", &CompiledGraph::run, py::arg("inputs"), py::arg("symbols"), py::arg("output_storages") = py::none())
+      .def("run_given", &CompiledGraph::run_given, py::arg("inputs"), py::arg("output_storages"))
       .def_property_readonly("info", &CompiledGraph::info)
       .def_property_readonly("plan", &CompiledGraph::plan)
       .def_property_readonly("mode_summary", &CompiledGraph::mode_text);
