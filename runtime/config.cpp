@@ -38,11 +38,15 @@ void check_unknown_once() {
   });
 }
 
-// Read on every call of a plan (EMBER_LOG=profile): no string is built when the variable is unset.
-bool in_list(const char* name, std::string_view item) {
+const char* raw(const char* name) {
   check_unknown_once();
-  const char* value = std::getenv(name);
-  for (std::string_view list = value ? value : ""; !list.empty();) {
+  const char* v = std::getenv(name);
+  return v ? v : "";
+}
+
+// Read on every call of a plan (EMBER_LOG=profile): no string is built.
+bool in_list(const char* name, std::string_view item) {
+  for (std::string_view list = raw(name); !list.empty();) {
     size_t comma = list.find(',');
     std::string_view entry = list.substr(0, comma);
     if (!entry.empty() && (entry == item || entry == "all")) return true;
@@ -80,11 +84,7 @@ const std::vector<Setting>& settings() {
   return table;
 }
 
-std::string get(const char* name) {
-  check_unknown_once();
-  const char* v = std::getenv(name);
-  return v ? v : "";
-}
+std::string get(const char* name) { return raw(name); }
 
 bool log_enabled(std::string_view topic) { return in_list("EMBER_LOG", topic); }
 bool pass_disabled(std::string_view pass) { return in_list("EMBER_DISABLE_PASSES", pass); }

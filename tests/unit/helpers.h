@@ -75,12 +75,14 @@ inline bool within_chain_tolerance(double want, double got) {
   return std::abs(got - want) <= 1e-5 + 1e-4 * std::abs(want);
 }
 
-// Sets an environment variable for the lifetime of a scope, restoring what was there.
+// Sets (or, given nullptr, unsets) an environment variable for the lifetime of a scope,
+// restoring what was there.
 class ScopedEnv {
  public:
   ScopedEnv(const char* name, const char* value) : name_(name) {
     if (const char* old = std::getenv(name)) old_ = old;
-    setenv(name, value, 1);
+    if (value) setenv(name, value, 1);
+    else unsetenv(name);
   }
   ~ScopedEnv() {
     if (old_) setenv(name_, old_->c_str(), 1);

@@ -2,33 +2,10 @@
 // whole entries.
 #include "tests/catch.h"
 
-#include <cstdlib>
-#include <optional>
-#include <string>
-
 #include "runtime/config.h"
+#include "tests/unit/helpers.h"
 
-namespace {
-
-// Sets a variable for one scope, and puts back what was there.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = old;
-    if (value) setenv(name, value, 1);
-    else unsetenv(name);
-  }
-  ~ScopedEnv() {
-    if (old_) setenv(name_, old_->c_str(), 1);
-    else unsetenv(name_);
-  }
-
- private:
-  const char* name_;
-  std::optional<std::string> old_;
-};
-
-}  // namespace
+using ember::test::ScopedEnv;
 
 TEST_CASE("list settings match whole entries or all", "[runtime]") {
   using ember::config::log_enabled;

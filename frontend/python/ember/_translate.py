@@ -564,8 +564,19 @@ class CompiledFx:
         return array
 
     def _inputs(self, args, values):
-        return [self._input(k, args[src]) if kind == _ARG else self._input(k, src) if kind == _CONST
-                else to_dlpack(src(args, values)) for k, (kind, src) in enumerate(self.input_sources)]
+        """The plan's inputs, in one frame: a plain tensor argument (most of them) is exported as
+        it is, parameters and constants go through _input, sizes are made from the call."""
+        out = []
+        for k, (kind, src) in enumerate(self.input_sources):
+            if kind == _SIZE:
+                out.append(to_dlpack(src(args, values)))
+                continue
+            t = args[src] if kind == _ARG else src
+            if kind == _ARG and type(t) is torch.Tensor and not t.is_neg() and not t._is_zerotensor():
+                out.append(to_dlpack(t))
+            else:
+                out.append(self._input(k, t))
+        return out
 
     def _may_be_steady(self):
         """What a steady call needs of the graph: sizes that never change (no symbols) and
@@ -587,26 +598,14 @@ class CompiledFx:
         else:
             self.steady = False
 
-    def _steady_inputs(self, args):
-        """_inputs of a steady call, in one frame: a plain tensor argument (most of them) is
-        exported as it is, the rest go through _input."""
-        out = []
-        for k, (kind, src) in enumerate(self.input_sources):
-            t = args[src] if kind == _ARG else src
-            if kind == _ARG and type(t) is torch.Tensor and not t.is_neg() and not t._is_zerotensor():
-                out.append(to_dlpack(t))
-            else:
-                out.append(self._input(k, t))
-        return out
-
     def _run_steady(self, args):
         """[Note: the steady call] The outputs made by PyTorch before the plan runs, handed to it
         as a list: no call back into Python during the plan, nothing to rebuild after it. Per
-        call, this is the only frame of ember's besides __call__ and _steady_inputs: in a
+        call, this is the only frame of ember's besides __call__ and _inputs: in a
         compiled call, each frame of Python is a microsecond or more (issue 26's tiny graph)."""
         made = [(t, to_dlpack(t)) for t in
                 [_empty_strided_cpu(shape, strides, dtype) for shape, strides, dtype in self.steady]]
-        tensors = self.compiled.run_given(self._steady_inputs(args), made)
+        tensors = self.compiled.run_given(self._inputs(args, []), made)
         for k, i in self.returned_inputs:
             tensors[k] = args[i]
         return tensors if self.outputs_are_tensors else self._outputs(tensors, args, [])
