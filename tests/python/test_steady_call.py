@@ -254,3 +254,20 @@ def test_a_steady_call_runs_few_frames_of_ember():
     graph_frames = [f for f in frames if f not in ("__call__", "_has_ember_tensor")]
     assert frames.count("__call__") == 2, frames
     assert sorted(graph_frames) == sorted(["_run_steady", "_inputs", "<listcomp>", "<listcomp>"]), frames
+
+
+def test_steady_inputs_that_alias_expand_or_have_no_memory():
+    """_inputs exports a plain tensor as it is: one tensor passed twice and changed in place
+    between calls, a broadcast view (stride 0), and a zero tensor (no memory) still read what
+    eager reads."""
+    fn = lambda a, b: a * 3 - b  # noqa: E731
+    compiled = ember.compile(fn)
+    x = torch.randn(4, 4)
+    for _ in range(3):
+        torch.testing.assert_close(compiled(x, x), fn(x, x))
+        x.add_(1)
+    assert graphs(compiled)[0].steady_call is True
+    row = torch.randn(4)
+    for b in (row.expand(4, 4), torch._efficientzerotensor(4, 4)):
+        for _ in range(3):
+            torch.testing.assert_close(compiled(x, b), fn(x, b))
