@@ -6,12 +6,15 @@
 //   a float32 GEMM: oneDNN or OpenBLAS, and the threads.
 // The tuner runs the plan once on the call's inputs, keeping a copy of each such step's inputs
 // (with their strides) and the time each step took. The budget is split over the steps by their
-// share of that time, so the slow steps get the search. For each step, in plan order:
+// share of that time, so the slow steps get the search. A step whose signature (below) an earlier
+// step of the plan has is a twin: it takes that step's choice, and its time adds to that step's
+// share. For each other step, in plan order:
 //   1. the tuning database (runtime/tuning_db.h) may know its choice: taken with no timing;
 //   2. else the default is timed (a warm-up, then the median of repeats, whose spread is the
 //      noise), and candidates from the search strategy (search.h) are compiled, checked against
 //      the default's outputs (a candidate that computes another value is rejected and logged)
-//      and timed the same way, until the strategy or the step's budget runs out;
+//      and timed the same way (a candidate already 1.3x slower than the best after 3 runs is
+//      dropped: kHopeless), until the strategy or the step's budget runs out;
 //   3. the fastest replaces the default only when faster by more than the noise (and 3%), so
 //      max-autotune is never slower than default beyond noise; the choice, "default" included,
 //      goes to the database.
@@ -145,6 +148,7 @@ struct Tunable {
   Space space;
   std::string signature;
   std::optional<std::string> known;  // the database's choice
+  int twin_of = -1;  // an earlier tunable with the same signature: this one takes its choice
   std::vector<Array> inputs;
   std::vector<Array> outputs;  // scratch arrays of its destinations' types, for candidates to write
   double profile_s = 0;
@@ -207,6 +211,10 @@ void log_candidate(const std::string& name, const std::string& choice, const std
 
 std::string us_str(double seconds) { return std::to_string(static_cast<int64_t>(seconds * 1e6)) + " us"; }
 
+// A candidate whose fastest run is this much slower than the best median so far is not timed
+// further: the racing of sweep tools, which keeps the budget for candidates that may win.
+constexpr double kHopeless = 1.3;
+
 // Searches step t's space within `budget_s` seconds; returns the record and the winning choice.
 std::pair<TuningRecord, Choice> search_step(StepRunner& runner, const Tunable& t, const std::string& name,
                                             double budget_s, const AutotuneOptions& options, int& timed) {
@@ -250,7 +258,7 @@ std::pair<TuningRecord, Choice> search_step(StepRunner& runner, const Tunable& t
       log_candidate(name, text, "rejected: " + why);
       continue;
     }
-    Timing time = measure(run, std::max(0.0, budget_s - seconds_since(start)));
+    Timing time = measure(run, std::max(0.0, budget_s - seconds_since(start)), kHopeless * best_s);
     ++timed;
     ++record.timed;
     search->tell(*p, time.median);
@@ -304,8 +312,11 @@ struct Autotuner::State {
       t.step = step;
       t.space = std::move(space);
       t.signature = step_signature(exec, step, in, out);
-      t.known = tuning_db::load(t.signature);
-      if (!t.known) {
+      auto twin = std::find_if(tunables.begin(), tunables.end(),
+                               [&](const Tunable& o) { return o.twin_of < 0 && o.signature == t.signature; });
+      if (twin != tunables.end()) t.twin_of = static_cast<int>(twin - tunables.begin());
+      else t.known = tuning_db::load(t.signature);
+      if (t.twin_of < 0 && !t.known) {
         for (const Array& a : in) t.inputs.push_back(copy_keeping_layout(a));
         for (const Array& a : out) t.outputs.push_back(Array::empty(a.dtype(), a.shape()));
       }
@@ -330,19 +341,32 @@ AutotuneResult Autotuner::tune(const SymbolValues& symbols, const AutotuneOption
   Clock::time_point start = Clock::now();
   state_->finish_running();
   std::vector<Tunable>& tunables = state_->tunables;
-  for (Tunable& t : tunables) t.profile_s = state_->step_s[t.step];
+  // A step's time counts for the tunable whose choice it takes (its twin's), so that a kernel
+  // that runs in every layer gets the search its total time deserves.
+  double total_s = 0;
+  for (Tunable& t : tunables) {
+    double s = state_->step_s[t.step];
+    tunables[t.twin_of < 0 ? &t - tunables.data() : t.twin_of].profile_s += s;
+    total_s += s;
+  }
   Executable& exec = state_->exec;
   AutotuneResult result;
-  double total_s = 0;
-  for (const Tunable& t : tunables) total_s += t.profile_s;
   StepRunner runner(exec, symbols);
   Progress progress(tunables.size(), start);
   double best_gain = 1.0;
+  std::vector<Choice> chosen(tunables.size());
   for (size_t i = 0; i < tunables.size(); ++i) {
     const Tunable& t = tunables[i];
     std::string name = step_name(exec, t.step);
     TuningRecord record;
-    Choice choice;
+    Choice& choice = chosen[i];
+    if (t.twin_of >= 0) {  // the same step as an earlier one: its choice, timed once
+      choice = chosen[t.twin_of];
+      runner.apply(t.step, choice);
+      const TuningRecord& twin = result.steps[t.twin_of];
+      result.steps.push_back({t.step, name, 0, choice_str(choice), 0, twin.from_database, 0, 0, "", twin.step});
+      continue;
+    }
     if (t.known) {
       try {
         choice = parse_choice(*t.known);

@@ -21,7 +21,7 @@ struct AutotuneOptions {
 struct AutotuneResult {
   std::vector<TuningRecord> steps;  // one per step that has a choice, in plan order
   double seconds = 0;               // spent tuning
-  int timed = 0;                    // candidates timed, defaults included (0: all from the database)
+  int timed = 0;                    // timings: defaults and candidates (0: all from the database or twins)
 };
 
 // max-autotune in two halves around a plan's first call, so the call runs once, as it would

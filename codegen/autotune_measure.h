@@ -3,6 +3,7 @@
 #pragma once
 
 #include <functional>
+#include <limits>
 #include <span>
 #include <string>
 #include <vector>
@@ -17,8 +18,10 @@ struct Timing {
 };
 
 // One warm-up run, then repeats until at least 5 of them and 10 ms (at most 200 of them, and
-// `cap_s` seconds in all); their median and spread.
-Timing measure(const std::function<void()>& run, double cap_s);
+// `cap_s` seconds in all); their median and spread. A candidate whose fastest of its first 3
+// runs already takes longer than `give_up_s` cannot win: its timing stops there.
+Timing measure(const std::function<void()>& run, double cap_s,
+               double give_up_s = std::numeric_limits<double>::infinity());
 
 // Whether a candidate's outputs are the default's: integers and booleans exact, floats within
 // 1e-4 of the largest magnitude (different orders of summation differ by that much, relative to

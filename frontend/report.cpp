@@ -66,8 +66,13 @@ std::string mode_summary(const GraphInfo& g) {
     if (g.held_limit != SIZE_MAX) out << " (at most " << size_text(g.held_limit) << ")";
   }
   if (g.autotuned) {
-    int known = 0;
-    for (const TuningRecord& t : g.tuning) known += t.from_database;
+    int known = 0, twins = 0, defaults = 0, candidates = 0;
+    for (const TuningRecord& t : g.tuning) {
+      known += t.from_database && t.same_as < 0;
+      twins += t.same_as >= 0;
+      defaults += t.default_us > 0;
+      candidates += t.timed;
+    }
     char s[32];
     std::snprintf(s, sizeof s, "%.2f", g.autotune_s);
     std::set<std::string> buckets;
@@ -75,19 +80,26 @@ std::string mode_summary(const GraphInfo& g) {
     out << "; tuned " << g.tuning.size() << " steps";
     if (buckets.size() > 1 || (buckets.size() == 1 && !buckets.begin()->empty()))
       out << " over " << buckets.size() << " bucket" << (buckets.size() > 1 ? "s" : "") << " of sizes";
-    out << " in " << s << " s (" << known << " from the tuning database, " << g.autotune_timed << " candidates timed)";
+    out << " in " << s << " s (" << known << " from the tuning database, " << twins << " as an identical earlier step; timed "
+        << defaults << " defaults and " << candidates << " candidates)";
   }
   out << "\n";
+  // The steps that took the choice of an identical earlier step are listed on its line.
+  std::map<std::pair<std::string, int>, std::string> twins;
+  for (const TuningRecord& t : g.tuning)
+    if (t.same_as >= 0) twins[{t.sizes, t.same_as}] += (twins[{t.sizes, t.same_as}].empty() ? "" : ", ") + std::to_string(t.step);
   for (const TuningRecord& t : g.tuning) {
-    if (t.from_database && t.winner == "default") continue;
+    if (t.same_as >= 0 || (t.from_database && t.winner == "default")) continue;
     out << "  step " << t.step << (t.sizes.empty() ? "" : " (" + t.sizes + ")") << " " << t.name << ": ";
     if (t.from_database) {
-      out << t.winner << " (from the tuning database)\n";
-      continue;
+      out << t.winner << " (from the tuning database";
+    } else {
+      if (t.winner == "default") out << "default kept, " << static_cast<int64_t>(t.default_us) << " us";
+      else out << t.winner << " " << static_cast<int64_t>(t.winner_us) << " us, default " << static_cast<int64_t>(t.default_us) << " us";
+      out << " (" << t.timed << " timed" << (t.rejected ? ", " + std::to_string(t.rejected) + " rejected" : "");
     }
-    if (t.winner == "default") out << "default kept, " << static_cast<int64_t>(t.default_us) << " us";
-    else out << t.winner << " " << static_cast<int64_t>(t.winner_us) << " us, default " << static_cast<int64_t>(t.default_us) << " us";
-    out << ", " << t.timed << " timed" << (t.rejected ? ", " + std::to_string(t.rejected) + " rejected" : "") << "\n";
+    auto also = twins.find({t.sizes, t.step});
+    out << (also == twins.end() ? "" : "; also step" + std::string(also->second.find(',') == std::string::npos ? " " : "s ") + also->second) << ")\n";
   }
   return out.str();
 }
@@ -139,7 +151,8 @@ std::string Report::json() const {
     return "{\"step\": " + std::to_string(t.step) + ", \"name\": " + quote(t.name) + ", \"winner\": " + quote(t.winner) +
            ", \"default_us\": " + std::to_string(t.default_us) + ", \"winner_us\": " + std::to_string(t.winner_us) +
            ", \"from_database\": " + (t.from_database ? "true" : "false") + ", \"timed\": " + std::to_string(t.timed) +
-           ", \"rejected\": " + std::to_string(t.rejected) + ", \"sizes\": " + quote(t.sizes) + "}";
+           ", \"rejected\": " + std::to_string(t.rejected) + ", \"sizes\": " + quote(t.sizes) +
+           ", \"same_as\": " + std::to_string(t.same_as) + "}";
   };
   auto graph = [&](const GraphInfo& g) {
     std::string ops = "{";

@@ -48,12 +48,12 @@ struct GraphInfo {
   int static_plans = 1;                // max-autotune keeps a plan per bucket of sizes
   bool autotuned = false;
   double autotune_s = 0;        // time spent tuning (part of compile_ms)
-  int autotune_timed = 0;       // candidates timed: 0 when every choice came from the database
+  int autotune_timed = 0;       // timings, each step's default and its candidates: 0 when every choice came from the database
   std::vector<TuningRecord> tuning;
 };
 
-// What the mode did, in lines: "mode max-autotune: static plan; tuned 5 steps in 1.20 s (3 from
-// the tuning database, 12 candidates timed)", then each step whose choice is not the default and
+// What the mode did, in lines: "mode max-autotune: static plan; tuned 5 steps in 1.20 s (2 from
+// the tuning database, 1 as an identical earlier step; timed 2 defaults and 12 candidates)", then each step whose choice is not the default and
 // each that was timed. Empty when the graph has no mode (a fallback).
 std::string mode_summary(const GraphInfo& g);
 

@@ -24,9 +24,10 @@ struct TuningRecord {
   std::string winner;      // "default", or the choice that replaced it ("lanes=32 threads=1")
   double winner_us = 0;    // its median time (0 likewise)
   bool from_database = false;
-  int timed = 0;           // candidates timed
+  int timed = 0;           // candidates timed (the default not counted)
   int rejected = 0;        // candidates that computed another value, or failed to compile
   std::string sizes;       // the bucket of sizes it was tuned for ("s0 in 33..64"); "" for fixed sizes
+  int same_as = -1;        // an earlier step of the plan with the same signature, whose choice it took
 };
 
 }  // namespace ember

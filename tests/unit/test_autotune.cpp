@@ -9,8 +9,10 @@
 #include <filesystem>
 #include <fstream>
 #include <set>
+#include <thread>
 
 #include "codegen/autotune.h"
+#include "codegen/autotune_measure.h"
 #include "codegen/search.h"
 #include "frontend/graph_compile.h"
 #include "ir/builder.h"
@@ -321,4 +323,52 @@ TEST_CASE("max-autotune: dynamic sizes tune once per power-of-two bucket, bounde
   CHECK(buckets_of(warm).size() == 3);
   CHECK(warm.autotune_timed == 0);
   for (const TuningRecord& t : warm.tuning) CHECK(t.from_database);
+}
+
+TEST_CASE("max-autotune: a step the same as an earlier one takes its choice without timing", "[autotune]") {
+  FreshCache cache;
+  Tensor w1 = uniform({48, 48}, 1), w2 = uniform({48, 48}, 2), x = uniform({32, 48}, 3);
+  // Two layers of the same shapes: their GEMMs and their kernels have one signature each.
+  auto fn = [&](const Tensor& t) { return relu(linear(relu(linear(t, w1)), w2)); };
+  auto f = compile(fn, Options{.mode = "max-autotune", .autotune_budget_s = 1.0, .autotune_search = "exhaustive"});
+  test::check_close(f(x), fn(x), 1e-4, 1e-5);
+  const GraphInfo g = f.report().graphs.at(0);
+  std::map<int, const TuningRecord*> by_step;
+  for (const TuningRecord& t : g.tuning) by_step[t.step] = &t;
+  int twins = 0, searched = 0;
+  for (const TuningRecord& t : g.tuning) {
+    if (t.same_as < 0) {
+      ++searched;
+      CHECK(t.default_us > 0);
+      continue;
+    }
+    ++twins;
+    REQUIRE(by_step.count(t.same_as));
+    const TuningRecord& first = *by_step[t.same_as];
+    CHECK(first.same_as < 0);
+    CHECK(first.step < t.step);
+    CHECK(first.name == t.name);
+    CHECK(t.winner == first.winner);
+    CHECK(t.timed == 0);
+    CHECK(t.default_us == 0);
+  }
+  CHECK(twins >= 1);  // the second GEMM at least
+  CHECK(searched >= 1);
+  std::string text = f.report().text();
+  CHECK(text.find(std::to_string(twins) + " as an identical earlier step") != std::string::npos);
+  CHECK(f.report().json().find("\"same_as\": ") != std::string::npos);
+}
+
+TEST_CASE("max-autotune: a candidate that cannot win is not timed further", "[autotune]") {
+  int runs = 0;
+  auto slow = [&] {
+    ++runs;
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  };
+  Timing t = measure(slow, 1.0, 0.001);  // its fastest run takes twice what would still win
+  CHECK(runs == 1 + 3);                   // the warm-up and 3
+  CHECK(t.median >= 0.002);
+  runs = 0;
+  measure(slow, 1.0);
+  CHECK(runs >= 1 + 5);  // no bound: at least 5 and 10 ms
 }

@@ -249,6 +249,7 @@ class CompiledGraph {
       r["timed"] = t.timed;
       r["rejected"] = t.rejected;
       r["sizes"] = t.sizes;
+      r["same_as"] = t.same_as;
       tuning.append(r);
     }
     d["tuning"] = tuning;
