@@ -3,7 +3,8 @@
 //   a generated kernel: its vector lanes per step (one register, or several, which unrolls the
 //   loop), a reduction's fold block, a column kernel's vectors per step, the grain at which its
 //   work splits over threads, and the threads it uses;
-//   a float32 GEMM: oneDNN or OpenBLAS, and the threads.
+//   a float32 GEMM: oneDNN, OpenBLAS or PyTorch's MKL, and the threads;
+//   blocked attention: its tiles' queries and keys, and their GEMM's library, and the threads.
 // The tuner runs the plan once on the call's inputs, keeping a copy of each such step's inputs
 // (with their strides) and the time each step took. The budget is split over the steps by their
 // share of that time, so the slow steps get the search. A step whose signature (below) an earlier
@@ -60,7 +61,7 @@ std::string choice_str(const Choice& c) {
   return s.empty() ? "default" : s;
 }
 
-bool is_setting(const std::string& knob) { return knob == "threads" || knob == "gemm"; }
+bool is_setting(const std::string& knob) { return StepSettings::is_field(knob); }
 
 // Parses choice_str's text: the settings' fields, and the kernel's (the rest), in any order.
 Choice parse_choice(const std::string& text) {
@@ -109,6 +110,20 @@ bool is_float32_gemm(const Node* n) {
   return true;
 }
 
+// Whether the step runs the blocked attention kernel (every dtype but float64), whose tiles and
+// their GEMM library are choices (runtime/kernels/attention.cpp).
+bool is_blocked_attention(const Node* n) {
+  return n->op == Op::ScaledDotProductAttention && n->types.size() == 1 && n->types[0].dtype != DType::Float64;
+}
+
+// The GEMM routes a step may take: option 0 is its default.
+Knob gemm_routes(std::vector<GemmRoute> routes) {
+  Knob knob{"gemm", {0}};
+  if (kernels::mkl_available()) routes.push_back(GemmRoute::Mkl);
+  for (GemmRoute r : routes) knob.options.push_back(static_cast<int64_t>(r));
+  return knob;
+}
+
 const cpu::CpuKernel* generated_kernel(const Executable& exec, int step) {
   return dynamic_cast<const cpu::CpuKernel*>(exec.step_kernel(step).get());
 }
@@ -131,7 +146,7 @@ std::string step_signature(const Executable& exec, int step, std::span<const Arr
     s = "op " + std::string(n->info().name) + " " + attrs_str(n->attrs);
     // A GEMM's choices depend on the process: one without PyTorch has no MKL route, and must
     // not take a choice of "mkl" (which would run OpenBLAS there) measured by one with it.
-    if (is_float32_gemm(n) && kernels::mkl_available()) s += " routes+mkl";
+    if ((is_float32_gemm(n) || is_blocked_attention(n)) && kernels::mkl_available()) s += " routes+mkl";
   }
   s += "\ninputs";
   for (const Array& a : inputs) s += " " + layout_signature(a);
@@ -281,9 +296,11 @@ Space step_space(const Executable& exec, int step) {
   if (const KernelStep* k = exec.step_kernel(step).get()) {
     space = k->knobs();
   } else if (is_float32_gemm(exec.step_node(step))) {
-    Knob routes{"gemm", {0, static_cast<int64_t>(GemmRoute::OneDnn), static_cast<int64_t>(GemmRoute::Blas)}};
-    if (kernels::mkl_available()) routes.options.push_back(static_cast<int64_t>(GemmRoute::Mkl));
-    space.push_back(routes);
+    space.push_back(gemm_routes({GemmRoute::OneDnn, GemmRoute::Blas}));
+  } else if (is_blocked_attention(exec.step_node(step))) {
+    space.push_back(gemm_routes({GemmRoute::Blas}));  // its default is oneDNN
+    space.push_back({"query_block", {0, 16, 32, 128}});
+    space.push_back({"key_block", {0, 64, 128, 512}});
   } else {
     return space;
   }

@@ -11,13 +11,15 @@ namespace {
 
 thread_local StepSettings current;
 
-
 }  // namespace
 
 std::string StepSettings::str() const {
   std::string s;
   if (threads) s = "threads=" + std::to_string(threads);
-  if (gemm != GemmRoute::Auto) s += (s.empty() ? "" : " ") + std::string("gemm=") + route_name(gemm);
+  auto add = [&s](const std::string& field) { s += (s.empty() ? "" : " ") + field; };
+  if (gemm != GemmRoute::Auto) add(std::string("gemm=") + route_name(gemm));
+  if (query_block) add("query_block=" + std::to_string(query_block));
+  if (key_block) add("key_block=" + std::to_string(key_block));
   return s.empty() ? "default" : s;
 }
 
@@ -65,9 +67,15 @@ StepSettings StepSettings::parse(std::string_view text) {
   for (const auto& [name, value] : choice_fields(text, "step settings")) {
     if (name == "threads") s.threads = static_cast<int>(positive_field(name, value, "step settings"));
     else if (name == "gemm" && parse_route(value, s.gemm)) continue;
+    else if (name == "query_block") s.query_block = static_cast<int>(positive_field(name, value, "step settings"));
+    else if (name == "key_block") s.key_block = static_cast<int>(positive_field(name, value, "step settings"));
     else EMBER_THROW(Value, "[step settings] unknown setting '", name, "=", value, "'");
   }
   return s;
+}
+
+bool StepSettings::is_field(std::string_view name) {
+  return name == "threads" || name == "gemm" || name == "query_block" || name == "key_block";
 }
 
 ScopedStepSettings::ScopedStepSettings(const StepSettings& settings)
@@ -79,7 +87,7 @@ ScopedStepSettings::~ScopedStepSettings() {
   set_thread_limit(previous_limit_);
 }
 
-GemmRoute current_gemm_route() { return current.gemm; }
+const StepSettings& current_step_settings() { return current; }
 
 const char* route_name(GemmRoute r) {
   switch (r) {

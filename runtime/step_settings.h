@@ -27,12 +27,16 @@ const char* route_name(GemmRoute route);
 
 struct StepSettings {
   int threads = 0;  // at most this many threads, the caller included (0: as many as the call has)
-  GemmRoute gemm = GemmRoute::Auto;
+  GemmRoute gemm = GemmRoute::Auto;  // a GEMM's library, or the one an attention's tiles use
+  // Blocked attention's tiles (runtime/kernels/attention.h): queries and keys per tile (0: its own).
+  int query_block = 0, key_block = 0;
 
-  bool is_default() const { return threads == 0 && gemm == GemmRoute::Auto; }
-  std::string str() const;  // "threads=1 gemm=blas", or "default"
+  bool is_default() const { return *this == StepSettings{}; }
+  std::string str() const;  // "threads=1 gemm=blas query_block=32", or "default"
   // Parses str()'s text; throws ember::Error on anything else.
   static StepSettings parse(std::string_view text);
+  // Whether `name` is one of str()'s fields.
+  static bool is_field(std::string_view name);
   bool operator==(const StepSettings&) const = default;
 };
 
@@ -56,7 +60,10 @@ class ScopedStepSettings {
   int previous_limit_;
 };
 
-// The GEMM route of the step this thread is running.
-GemmRoute current_gemm_route();
+// The settings of the step this thread is running (a step's own thread: the pool's threads
+// see the defaults, so a kernel reads them before it splits its work).
+const StepSettings& current_step_settings();
+// Its GEMM route.
+inline GemmRoute current_gemm_route() { return current_step_settings().gemm; }
 
 }  // namespace ember

@@ -1,6 +1,7 @@
 // Float32 attention, block by block ([Note: blocked attention]).
 #include "runtime/kernels/attention.h"
 
+#include <cblas.h>
 #include <oneapi/dnnl/dnnl.h>
 
 #include <algorithm>
@@ -11,6 +12,8 @@
 #include <vector>
 
 #include "runtime/kernels/kernel.h"
+#include "runtime/kernels/mkl.h"
+#include "runtime/step_settings.h"
 #include "runtime/thread_pool.h"
 
 namespace ember::kernels {
@@ -26,12 +29,29 @@ namespace ember::kernels {
 // the thread pool, each running single-threaded GEMMs on its tiles: oneDNN's sgemm, which runs on
 // one thread inside the pool's OpenMP region. Measured on one thread here, it did 86 GFLOP/s on
 // these tiles and OpenBLAS 59-79; 128 x 128 tiles took 6.5 ms for a causal [4, 8, 256, 64]
-// and 64 x 256 ones 4.4 (eager: 5.9). A query row that every key
-// is masked from ends 0 / 0 = NaN, as the softmax over nothing but -inf gives.
+// and 64 x 256 ones 4.4 (eager: 5.9). Those are the defaults; max-autotune measures other tiles
+// and the tiles' GEMM library (PyTorch's MKL, OpenBLAS) per step (runtime/step_settings.h). A
+// query row that every key is masked from ends 0 / 0 = NaN, as the softmax over nothing but -inf
+// gives.
 
 namespace {
 
 constexpr int64_t kQueryBlock = 64, kKeyBlock = 256;
+
+// How a call's tiles run: their sizes and their GEMM's library, read from the step's settings on
+// the calling thread (the pool's threads do not see them).
+struct Tiling {
+  int64_t queries = kQueryBlock, keys = kKeyBlock;
+  GemmRoute gemm = GemmRoute::Auto;  // Auto and OneDnn: oneDNN
+};
+
+Tiling tiling_of(const StepSettings& settings) {
+  Tiling t;
+  if (settings.query_block) t.queries = settings.query_block;
+  if (settings.key_block) t.keys = settings.key_block;
+  t.gemm = settings.gemm;
+  return t;
+}
 
 // e^x in float32 for x <= 88, in a form the compiler vectorises: x = n ln2 + r with
 // |r| <= ln2 / 2, e^r by a degree-7 polynomial (Cephes' expf coefficients), 2^n through the
@@ -54,11 +74,19 @@ inline float exp_approx(float x) {
 }
 
 // C = A op(B) + beta C, row-major, on this thread (inside the pool's region) or on oneDNN's.
-void sgemm(bool trans_b, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b, int64_t ldb,
-           float beta, float* c, int64_t ldc) {
+void sgemm(GemmRoute route, bool trans_b, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
+           const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
   if (k == 0) {  // an empty sum (a head size of 0), which oneDNN refuses
     if (beta == 0.0f)
       for (int64_t i = 0; i < m; ++i) std::fill(c + i * ldc, c + i * ldc + n, 0.0f);
+    return;
+  }
+  if (route == GemmRoute::Mkl && mkl_sgemm(a, b, c, m, n, k, false, trans_b, beta, lda, ldb, ldc)) return;
+  if (route == GemmRoute::Blas) {
+    use_single_threaded_blas();
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans, static_cast<int>(m),
+                static_cast<int>(n), static_cast<int>(k), 1.0f, a, static_cast<int>(lda), b, static_cast<int>(ldb),
+                beta, c, static_cast<int>(ldc));
     return;
   }
   dnnl_status_t status = dnnl_sgemm('N', trans_b ? 'T' : 'N', m, n, k, 1.0f, a, lda, b, ldb, beta, c, ldc);
@@ -76,14 +104,31 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) float tile_row(floa
                                                                          const float* mask, bool bool_mask,
                                                                          int64_t causal_end, RowState& state) {
   const float neg_inf = -std::numeric_limits<float>::infinity();
-  float tile_max = neg_inf;
-  for (int64_t j = 0; j < n; ++j) {
+  // The max in lanes, each its own chain: GCC does not vectorise a max folded into one value
+  // (NaN makes it order-dependent), and the one-value fold, a chain of dependent maxes, was
+  // three quarters of this function's time.
+  constexpr int64_t kLanes = 16;
+  float lane_max[kLanes];
+  std::fill(lane_max, lane_max + kLanes, neg_inf);
+  auto score = [&](int64_t j) {
     float s = row[j] * scale;
     if (mask) s = bool_mask ? (mask[j] != 0.0f ? s : neg_inf) : s + mask[j];
     s = j < causal_end ? s : neg_inf;
     row[j] = s;
-    tile_max = s > tile_max ? s : tile_max;
+    return s;
+  };
+  int64_t j = 0;
+  for (; j + kLanes <= n; j += kLanes)
+    for (int64_t l = 0; l < kLanes; ++l) {
+      float s = score(j + l);
+      lane_max[l] = s > lane_max[l] ? s : lane_max[l];
+    }
+  for (; j < n; ++j) {
+    float s = score(j);
+    lane_max[0] = s > lane_max[0] ? s : lane_max[0];
   }
+  float tile_max = neg_inf;
+  for (float m : lane_max) tile_max = m > tile_max ? m : tile_max;
   float new_max = tile_max > state.max ? tile_max : state.max;
   if (new_max == neg_inf) {  // nothing visible yet: the tile adds nothing
     for (int64_t j = 0; j < n; ++j) row[j] = 0.0f;
@@ -101,24 +146,26 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) float tile_row(floa
 }
 
 // Queries [i0, i0 + nq) of one batch entry: q, k, v, mask and out point at that entry.
-void query_block(const AttentionShape& a, const float* q, const float* k, const float* v, const float* mask,
-                 float* out, int64_t i0, int64_t nq, std::vector<float>& tile, std::vector<float>& acc) {
-  tile.resize(kQueryBlock * kKeyBlock);
+void query_block(const AttentionShape& a, const Tiling& tiling, const float* q, const float* k, const float* v,
+                 const float* mask, float* out, int64_t i0, int64_t nq, std::vector<float>& tile,
+                 std::vector<float>& acc) {
+  const int64_t keys = tiling.keys;
+  tile.resize(tiling.queries * keys);
   acc.assign(nq * a.Ev, 0.0f);
   std::vector<RowState> rows(nq, RowState{-std::numeric_limits<float>::infinity(), 0.0f});
   int64_t kv_end = a.causal ? std::min(a.S, i0 + nq) : a.S;
-  for (int64_t j0 = 0; j0 < kv_end; j0 += kKeyBlock) {
-    int64_t nk = std::min(kKeyBlock, kv_end - j0);
-    sgemm(true, nq, nk, a.E, q + i0 * a.E, a.E, k + j0 * a.E, a.E, 0.0f, tile.data(), kKeyBlock);
+  for (int64_t j0 = 0; j0 < kv_end; j0 += keys) {
+    int64_t nk = std::min(keys, kv_end - j0);
+    sgemm(tiling.gemm, true, nq, nk, a.E, q + i0 * a.E, a.E, k + j0 * a.E, a.E, 0.0f, tile.data(), keys);
     for (int64_t i = 0; i < nq; ++i) {
       const float* mask_row = mask ? mask + (i0 + i) * a.S + j0 : nullptr;
       int64_t causal_end = a.causal ? i0 + i + 1 - j0 : nk;
-      float alpha = tile_row(tile.data() + i * kKeyBlock, nk, a.scale, mask_row, a.bool_mask, causal_end, rows[i]);
+      float alpha = tile_row(tile.data() + i * keys, nk, a.scale, mask_row, a.bool_mask, causal_end, rows[i]);
       if (alpha != 1.0f)
         for (int64_t e = 0; e < a.Ev; ++e) acc[i * a.Ev + e] *= alpha;
     }
-    sgemm(false, nq, a.Ev, nk, tile.data(), kKeyBlock, v + j0 * a.Ev, std::max<int64_t>(a.Ev, 1), 1.0f, acc.data(),
-          std::max<int64_t>(a.Ev, 1));
+    sgemm(tiling.gemm, false, nq, a.Ev, nk, tile.data(), keys, v + j0 * a.Ev, std::max<int64_t>(a.Ev, 1), 1.0f,
+          acc.data(), std::max<int64_t>(a.Ev, 1));
   }
   for (int64_t i = 0; i < nq; ++i)
     for (int64_t e = 0; e < a.Ev; ++e) out[(i0 + i) * a.Ev + e] = acc[i * a.Ev + e] / rows[i].sum;
@@ -129,14 +176,15 @@ void query_block(const AttentionShape& a, const float* q, const float* k, const 
 void blocked_attention(const AttentionShape& a, const float* q, const float* k, const float* v, const float* mask,
                        float* out) {
   OpenMPThreads threads;  // a loop that runs serially calls oneDNN outside ember's region
-  const int64_t blocks = (a.L + kQueryBlock - 1) / kQueryBlock;
+  const Tiling tiling = tiling_of(current_step_settings());
+  const int64_t blocks = (a.L + tiling.queries - 1) / tiling.queries;
   parallel_for(a.count * blocks, 1, [&](int64_t lo, int64_t hi) {
     std::vector<float> tile, acc;
     for (int64_t item = lo; item < hi; ++item) {
-      int64_t bi = item / blocks, i0 = item % blocks * kQueryBlock;
-      query_block(a, q + bi * a.L * a.E, k + bi * a.S * a.E, v + bi * a.S * a.Ev,
-                  mask ? mask + bi * a.L * a.S : nullptr, out + bi * a.L * a.Ev, i0, std::min(kQueryBlock, a.L - i0),
-                  tile, acc);
+      int64_t bi = item / blocks, i0 = item % blocks * tiling.queries;
+      query_block(a, tiling, q + bi * a.L * a.E, k + bi * a.S * a.E, v + bi * a.S * a.Ev,
+                  mask ? mask + bi * a.L * a.S : nullptr, out + bi * a.L * a.Ev, i0,
+                  std::min(tiling.queries, a.L - i0), tile, acc);
     }
   });
 }

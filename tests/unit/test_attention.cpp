@@ -6,6 +6,8 @@
 
 #include <cmath>
 
+#include "runtime/kernels/mkl.h"
+#include "runtime/step_settings.h"
 #include "tests/catch.h"
 #include "tests/unit/helpers.h"
 
@@ -74,4 +76,44 @@ TEST_CASE("blocked attention: masks, whole rows hidden (NaN), -inf scores, float
   Tensor want = scaled_dot_product_attention(f64(cast(q, DType::Float16)), f64(cast(k, DType::Float16)),
                                              f64(cast(v, DType::Float16)));
   check_close(got, want, 2e-3, 2e-3);
+}
+
+namespace {
+
+// The kernel's cases under other tiles and another GEMM library, as max-autotune tries them.
+void check_tiling(const StepSettings& settings) {
+  ScopedStepSettings scoped(settings);
+  INFO("settings " << settings.str());
+  for (auto [L, S] : {std::pair<int64_t, int64_t>{1, 1}, {15, 63}, {17, 65}, {129, 513}, {300, 129}}) {
+    for (bool causal : {false, true}) {
+      INFO("L " << L << ", S " << S << ", causal " << causal);
+      Tensor q = uniform({2, L, 16}, 1, -1, 1), k = uniform({2, S, 16}, 2, -1, 1), v = uniform({2, S, 24}, 3, -1, 1);
+      check_attention(q, k, v, std::nullopt, causal);
+    }
+  }
+  const int64_t L = 70, S = 300;
+  Tensor q = uniform({2, L, 8}, 7, -2, 2), k = uniform({2, S, 8}, 8, -2, 2), v = uniform({2, S, 8}, 9, -1, 1);
+  Tensor i = reshape(arange(0, L, 1, DType::Int64), {L, 1}), j = reshape(arange(0, S, 1, DType::Int64), {1, S});
+  check_attention(q, k, v, logical_and(remainder(i, 3) == remainder(j, 3), i >= 5), true);  // rows 0..4 NaN
+  check_attention(q, k, v, where(j < 150, -INFINITY, uniform({L, S}, 10, -3, 0)), false);
+}
+
+}  // namespace
+
+TEST_CASE("blocked attention: other tiles and OpenBLAS compute the same", "[runtime][attention]") {
+  check_tiling(StepSettings{.query_block = 16, .key_block = 64});
+  check_tiling(StepSettings{.query_block = 128, .key_block = 512});
+  check_tiling(StepSettings{.gemm = GemmRoute::Blas, .query_block = 32, .key_block = 128});
+  check_tiling(StepSettings{.gemm = GemmRoute::OneDnn});
+  StepSettings s{.threads = 1, .gemm = GemmRoute::Blas, .query_block = 32, .key_block = 512};
+  CHECK(s.str() == "threads=1 gemm=blas query_block=32 key_block=512");
+  CHECK(StepSettings::parse(s.str()) == s);
+  CHECK_THROWS(StepSettings::parse("query_block=0"));
+}
+
+// Run by CTest as gemm_routes.mkl, with EMBER_MKL_LIBRARY set (tests/CMakeLists.txt).
+TEST_CASE("blocked attention: tiles through PyTorch's MKL", "[.mkl]") {
+  REQUIRE(kernels::mkl_available());
+  check_tiling(StepSettings{.gemm = GemmRoute::Mkl});
+  check_tiling(StepSettings{.gemm = GemmRoute::Mkl, .query_block = 16, .key_block = 128});
 }

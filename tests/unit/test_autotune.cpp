@@ -372,3 +372,21 @@ TEST_CASE("max-autotune: a candidate that cannot win is not timed further", "[au
   measure(slow, 1.0);
   CHECK(runs >= 1 + 5);  // no bound: at least 5 and 10 ms
 }
+
+TEST_CASE("max-autotune: attention's tiles and their GEMM library are measured", "[autotune]") {
+  FreshCache cache;
+  Tensor q = uniform({2, 4, 96, 32}, 1, -1, 1), k = uniform({2, 4, 96, 32}, 2, -1, 1), v = uniform({2, 4, 96, 32}, 3);
+  auto fn = [](const Tensor& a, const Tensor& b, const Tensor& c) {
+    return scaled_dot_product_attention(a, b, c, std::nullopt, true);
+  };
+  auto f = compile(fn, Options{.mode = "max-autotune", .autotune_budget_s = 1.0, .autotune_search = "random"});
+  test::check_close(f(q, k, v), fn(q, k, v), 1e-5, 1e-6);
+  const GraphInfo g = f.report().graphs.at(0);
+  auto attention = std::find_if(g.tuning.begin(), g.tuning.end(),
+                                [](const TuningRecord& t) { return t.name == "scaled_dot_product_attention"; });
+  REQUIRE(attention != g.tuning.end());
+  CHECK(attention->timed + attention->rejected > 1);  // candidates besides the default
+  CHECK(attention->rejected == 0);                    // every tiling computes the same
+  CHECK(StepSettings::parse(attention->winner).str() == attention->winner);  // settings only, or "default"
+  test::check_close(f(q, k, v), fn(q, k, v), 1e-5, 1e-6);  // the tuned plan
+}
