@@ -1,6 +1,7 @@
 #include "runtime/executable.h"
 
 #include <algorithm>
+#include <map>
 #include <bit>
 #include <chrono>
 #include <optional>
@@ -332,7 +333,22 @@ void Executable::log_profile(std::vector<std::pair<double, size_t>> step_us) con
   std::sort(step_us.rbegin(), step_us.rend());
   double total = 0;
   for (const auto& [us, i] : step_us) total += us;
-  std::string text = std::to_string(steps_.size()) + " steps in " + std::to_string(static_cast<int64_t>(total)) + " us:";
+  std::string text = std::to_string(steps_.size()) + " steps in " + std::to_string(static_cast<int64_t>(total)) + " us";
+  // Where the time went by kind of step, largest first: the generated kernels together, the
+  // others by op.
+  std::map<std::string, std::pair<double, int>> kinds;
+  for (const auto& [us, i] : step_us) {
+    auto& kind = kinds[steps_[i].kernel ? "generated kernels" : std::string(steps_[i].node->info().name)];
+    kind.first += us;
+    ++kind.second;
+  }
+  std::vector<std::pair<double, std::string>> by_time;
+  for (const auto& [name, kind] : kinds) by_time.push_back({kind.first, name});
+  std::sort(by_time.rbegin(), by_time.rend());
+  for (size_t k = 0; k < by_time.size(); ++k)
+    text += (k ? ", " : " (") + by_time[k].second + " " + std::to_string(static_cast<int64_t>(by_time[k].first)) +
+            " us in " + std::to_string(kinds[by_time[k].second].second) + (k + 1 == by_time.size() ? ")" : "");
+  text += ":";
   for (size_t k = 0; k < step_us.size() && k < 12; ++k) {
     const Step& step = steps_[step_us[k].second];
     std::string name = step.kernel ? step.kernel->name() : std::string(step.node->info().name);

@@ -230,7 +230,14 @@ Array embedding(const Call& call) {
   std::vector<int64_t> rows(n);
   for (int64_t i = 0; i < n; ++i) rows[i] = checked_index("embedding", idx.get_int(i), w.shape()[0], wrap);
   std::vector<int64_t> row_shape{dim};
+  const size_t row_bytes = static_cast<size_t>(dim) * itemsize(w.dtype());
   parallel_for(n, std::max<int64_t>(1, 16384 / std::max<int64_t>(dim, 1)), [&](int64_t begin, int64_t end) {
+    char* to = static_cast<char*>(out.data());
+    if (w.strides()[1] == 1) {  // rows of the table are contiguous: a copy each, no views (1 us a row)
+      for (int64_t i = begin; i < end; ++i)
+        std::memcpy(to + i * row_bytes, byte_ptr(w, rows[i] * w.strides()[0]), row_bytes);
+      return;
+    }
     for (int64_t i = begin; i < end; ++i) {
       Array src = w.view(row_shape, {w.strides()[1]}, w.offset() + rows[i] * w.strides()[0]);
       copy_into(src, out.view(row_shape, {1}, i * dim));

@@ -2,6 +2,7 @@
 point."""
 import io
 import os
+import re
 import subprocess
 import sys
 import warnings
@@ -206,3 +207,23 @@ def test_perf_map_names_each_generated_kernel(tmp_path):
     for line in lines:
         start, size, name = line.split()
         assert int(start, 16) > 0 and int(size, 16) > 0 and name.startswith("ember_k_")
+
+
+def test_profile_log_says_where_each_call_spent_its_time(monkeypatch, capfd):
+    """EMBER_LOG=profile: each call's steps, their total, and the time by kind of step (the
+    generated kernels together, the others by op), then the slowest steps."""
+    model = small_mlp().eval()
+    compiled = ember.compile(model)
+    x = torch.randn(32, 8)
+    with torch.no_grad():
+        compiled(x)
+        capfd.readouterr()
+        monkeypatch.setenv("EMBER_LOG", "profile")
+        compiled(x)
+    log = capfd.readouterr().err
+    assert "[ember:profile]" in log, log
+    summary = log[log.index("steps in"):].splitlines()[0]
+    total = int(re.match(r"steps in (\d+) us", summary).group(1))
+    kinds = {name: (int(us), int(n)) for name, us, n in re.findall(r"(?:\(|, )([a-z_ ]+) (\d+) us in (\d+)", summary)}
+    assert "generated kernels" in kinds and ("linear" in kinds or "matmul" in kinds), summary
+    assert abs(sum(us for us, _ in kinds.values()) - total) <= len(kinds), summary  # each kind rounds down
