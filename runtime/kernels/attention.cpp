@@ -30,9 +30,11 @@ namespace ember::kernels {
 // one thread inside the pool's OpenMP region. Measured on one thread here, it did 86 GFLOP/s on
 // these tiles and OpenBLAS 59-79; 128 x 128 tiles took 6.5 ms for a causal [4, 8, 256, 64]
 // and 64 x 256 ones 4.4 (eager: 5.9). Those are the defaults; max-autotune measures other tiles
-// and the tiles' GEMM library (PyTorch's MKL, OpenBLAS) per step (runtime/step_settings.h). A
-// query row that every key is masked from ends 0 / 0 = NaN, as the softmax over nothing but -inf
-// gives.
+// and the tiles' GEMM library (PyTorch's MKL, OpenBLAS) per step (runtime/step_settings.h).
+// q, k and v are read where they lie when each of their rows is contiguous (AttentionInput): a
+// head's transposed view of a fused projection costs no copy (the copies were a fifth of a GPT
+// block's attention on one thread). A query row that every key is masked from ends 0 / 0 = NaN,
+// as the softmax over nothing but -inf gives.
 
 namespace {
 
@@ -146,9 +148,10 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) float tile_row(floa
 }
 
 // Queries [i0, i0 + nq) of one batch entry: q, k, v, mask and out point at that entry.
-void query_block(const AttentionShape& a, const Tiling& tiling, const float* q, const float* k, const float* v,
-                 const float* mask, float* out, int64_t i0, int64_t nq, std::vector<float>& tile,
-                 std::vector<float>& acc) {
+// q, k and v point at the batch entry's first row, their rows ld* elements apart.
+void query_block(const AttentionShape& a, const Tiling& tiling, const float* q, int64_t ldq, const float* k,
+                 int64_t ldk, const float* v, int64_t ldv, const float* mask, float* out, int64_t i0, int64_t nq,
+                 std::vector<float>& tile, std::vector<float>& acc) {
   const int64_t keys = tiling.keys;
   tile.resize(tiling.queries * keys);
   acc.assign(nq * a.Ev, 0.0f);
@@ -156,7 +159,7 @@ void query_block(const AttentionShape& a, const Tiling& tiling, const float* q, 
   int64_t kv_end = a.causal ? std::min(a.S, i0 + nq) : a.S;
   for (int64_t j0 = 0; j0 < kv_end; j0 += keys) {
     int64_t nk = std::min(keys, kv_end - j0);
-    sgemm(tiling.gemm, true, nq, nk, a.E, q + i0 * a.E, a.E, k + j0 * a.E, a.E, 0.0f, tile.data(), keys);
+    sgemm(tiling.gemm, true, nq, nk, a.E, q + i0 * ldq, ldq, k + j0 * ldk, ldk, 0.0f, tile.data(), keys);
     for (int64_t i = 0; i < nq; ++i) {
       const float* mask_row = mask ? mask + (i0 + i) * a.S + j0 : nullptr;
       int64_t causal_end = a.causal ? i0 + i + 1 - j0 : nk;
@@ -164,7 +167,7 @@ void query_block(const AttentionShape& a, const Tiling& tiling, const float* q, 
       if (alpha != 1.0f)
         for (int64_t e = 0; e < a.Ev; ++e) acc[i * a.Ev + e] *= alpha;
     }
-    sgemm(tiling.gemm, false, nq, a.Ev, nk, tile.data(), keys, v + j0 * a.Ev, std::max<int64_t>(a.Ev, 1), 1.0f,
+    sgemm(tiling.gemm, false, nq, a.Ev, nk, tile.data(), keys, v + j0 * ldv, ldv, 1.0f,
           acc.data(), std::max<int64_t>(a.Ev, 1));
   }
   for (int64_t i = 0; i < nq; ++i)
@@ -173,8 +176,8 @@ void query_block(const AttentionShape& a, const Tiling& tiling, const float* q, 
 
 }  // namespace
 
-void blocked_attention(const AttentionShape& a, const float* q, const float* k, const float* v, const float* mask,
-                       float* out) {
+void blocked_attention(const AttentionShape& a, const AttentionInput& q, const AttentionInput& k,
+                       const AttentionInput& v, const float* mask, float* out) {
   OpenMPThreads threads;  // a loop that runs serially calls oneDNN outside ember's region
   const Tiling tiling = tiling_of(current_step_settings());
   const int64_t blocks = (a.L + tiling.queries - 1) / tiling.queries;
@@ -182,7 +185,7 @@ void blocked_attention(const AttentionShape& a, const float* q, const float* k, 
     std::vector<float> tile, acc;
     for (int64_t item = lo; item < hi; ++item) {
       int64_t bi = item / blocks, i0 = item % blocks * tiling.queries;
-      query_block(a, tiling, q + bi * a.L * a.E, k + bi * a.S * a.E, v + bi * a.S * a.Ev,
+      query_block(a, tiling, q.entry(bi), q.row_stride, k.entry(bi), k.row_stride, v.entry(bi), v.row_stride,
                   mask ? mask + bi * a.L * a.S : nullptr, out + bi * a.L * a.Ev, i0,
                   std::min(tiling.queries, a.L - i0), tile, acc);
     }

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 namespace ember::kernels {
 
@@ -14,9 +15,19 @@ struct AttentionShape {
   bool bool_mask;  // the mask holds 0/1 (keep) rather than additive scores
 };
 
+// One of q, k and v as the tiles' GEMMs read it: batch entry bi's rows start at
+// data + offsets[bi], `row_stride` elements apart, each row contiguous. A head's view of a fused
+// projection ([b, t, 3 * c] split and transposed) is read where it lies, with no copy.
+struct AttentionInput {
+  const float* data = nullptr;
+  int64_t row_stride = 1;        // at least the row's length (and 1)
+  std::vector<int64_t> offsets;  // one per batch entry, in elements
+  const float* entry(int64_t bi) const { return data + offsets[bi]; }
+};
+
 // out[count, L, Ev] = softmax(q k^T * scale + mask) v, with q [count, L, E], k [count, S, E],
-// v [count, S, Ev] and the optional mask [count, L, S], all contiguous float32.
-void blocked_attention(const AttentionShape& a, const float* q, const float* k, const float* v, const float* mask,
-                       float* out);
+// v [count, S, Ev] as AttentionInputs, and the optional mask [count, L, S] and out contiguous.
+void blocked_attention(const AttentionShape& a, const AttentionInput& q, const AttentionInput& k,
+                       const AttentionInput& v, const float* mask, float* out);
 
 }  // namespace ember::kernels

@@ -108,6 +108,44 @@ Array batch_norm(const Call& call) {
   return from_double(call, result);
 }
 
+// A float32 q, k or v over `batch` + [rows, cols], for the blocked kernel: read in place where
+// each row is contiguous and rows do not overlap (a head's transposed view of a projection),
+// else copied contiguous into `held`. The copies of the three were a sixth of a transformer
+// block's attention.
+AttentionInput attention_input(const Array& a, const std::vector<int64_t>& batch, int64_t rows, int64_t cols,
+                               std::vector<Array>& held) {
+  std::vector<int64_t> shape = batch;
+  shape.push_back(rows);
+  shape.push_back(cols);
+  Array view = a.view(shape, broadcast_strides(a, shape), a.offset());
+  const std::vector<int64_t>& st = view.strides();
+  const size_t r = shape.size();
+  int64_t count = 1;
+  for (int64_t d : batch) count *= d;
+  AttentionInput in;
+  bool in_place = a.dtype() == DType::Float32 && cols >= 1 && (cols == 1 || st[r - 1] == 1) &&
+                  (rows <= 1 || st[r - 2] >= cols);
+  if (!in_place) {
+    held.push_back(to_contiguous(view, DType::Float32));
+    in.data = held.back().data_as<float>();
+    in.row_stride = std::max<int64_t>(cols, 1);
+    for (int64_t bi = 0; bi < count; ++bi) in.offsets.push_back(bi * rows * cols);
+    return in;
+  }
+  in.data = view.data_as<float>();
+  in.row_stride = rows <= 1 ? cols : st[r - 2];
+  in.offsets.resize(count);
+  for (int64_t bi = 0; bi < count; ++bi) {  // the entry's offset from its index over the batch dims
+    int64_t rem = bi, offset = 0;
+    for (size_t d = batch.size(); d-- > 0;) {
+      offset += rem % batch[d] * st[d];
+      rem /= batch[d];
+    }
+    in.offsets[bi] = offset;
+  }
+  return in;
+}
+
 template <class T>
 Array attention_typed(const Call& call) {
   DType gt = call.dtype == DType::Float64 ? DType::Float64 : DType::Float32;
@@ -120,7 +158,6 @@ Array attention_typed(const Call& call) {
     shape.push_back(cols);
     return to_contiguous(a.view(shape, broadcast_strides(a, shape), a.offset()), gt);
   };
-  Array q = expanded(q0, L, E), k = expanded(k0, S, E), v = expanded(v0, S, Ev);
   Array mask;
   bool bool_mask = false;
   if (call.inputs.size() == 4) {
@@ -136,11 +173,15 @@ Array attention_typed(const Call& call) {
   if constexpr (std::is_same_v<T, float>) {
     if (S > 0) {  // no keys: the GEMM below gives zeros, which the blocked kernel would not
       AttentionShape shape{count, L, S, E, Ev, static_cast<float>(scale), causal, bool_mask};
-      blocked_attention(shape, q.data_as<float>(), k.data_as<float>(), v.data_as<float>(),
-                        mask.defined() ? mask.data_as<float>() : nullptr, out.data_as<float>());
+      std::vector<Array> held;
+      held.reserve(3);  // the inputs point into these
+      AttentionInput q = attention_input(q0, batch, L, E, held), k = attention_input(k0, batch, S, E, held),
+                     v = attention_input(v0, batch, S, Ev, held);
+      blocked_attention(shape, q, k, v, mask.defined() ? mask.data_as<float>() : nullptr, out.data_as<float>());
       return deliver(call, out);
     }
   }
+  Array q = expanded(q0, L, E), k = expanded(k0, S, E), v = expanded(v0, S, Ev);
   std::vector<T> scores(static_cast<size_t>(L * S));
   for (int64_t bi = 0; bi < count; ++bi) {
     gemm(q.data_as<T>() + bi * L * E, k.data_as<T>() + bi * S * E, scores.data(), L, S, E, true);

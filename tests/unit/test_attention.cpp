@@ -6,6 +6,7 @@
 
 #include <cmath>
 
+#include "runtime/kernels/attention.h"
 #include "runtime/kernels/mkl.h"
 #include "runtime/step_settings.h"
 #include "tests/catch.h"
@@ -116,4 +117,54 @@ TEST_CASE("blocked attention: tiles through PyTorch's MKL", "[.mkl]") {
   REQUIRE(kernels::mkl_available());
   check_tiling(StepSettings{.gemm = GemmRoute::Mkl});
   check_tiling(StepSettings{.gemm = GemmRoute::Mkl, .query_block = 16, .key_block = 128});
+}
+
+TEST_CASE("blocked attention: heads read in place from a fused projection, broadcast keys, other layouts",
+          "[runtime][attention]") {
+  const int64_t B = 2, T = 70, H = 3, D = 16;
+  Tensor qkv = uniform({B, T, 3 * H * D}, 11, -1, 1);
+  // A GPT block's heads: a slice of the projection, split into heads and transposed.
+  auto head = [&](int64_t part) {
+    return transpose(reshape(slice(qkv, 2, part * H * D, (part + 1) * H * D), {B, T, H, D}), 1, 2);
+  };
+  for (bool causal : {false, true}) {
+    check_attention(head(0), head(1), head(2), std::nullopt, causal);
+    // One key and value head for all query heads (multi-query attention): stride 0 over heads.
+    Tensor k1 = slice(head(1), 1, 0, 1), v1 = slice(head(2), 1, 0, 1);
+    check_attention(head(0), expand(k1, {B, H, T, D}), expand(v1, {B, H, T, D}), std::nullopt, causal);
+    // Keys transposed in memory (rows not contiguous): copied, as before.
+    Tensor kt = transpose(uniform({B, H, D, T}, 12, -1, 1), 2, 3);
+    check_attention(head(0), kt, head(2), std::nullopt, causal);
+  }
+}
+
+TEST_CASE("blocked attention: the kernel reads rows a stride apart at each entry's offset", "[runtime][attention]") {
+  // q, k, v for 3 entries, each row padded to 40 floats and the entries in reverse order: what
+  // the in-place path hands the kernel, checked against the contiguous inputs.
+  const int64_t count = 3, L = 33, S = 300, E = 24, pad = 40;
+  Tensor q = uniform({count, L, E}, 1, -1, 1), k = uniform({count, S, E}, 2, -1, 1), v = uniform({count, S, E}, 3, -1, 1);
+  auto strided = [&](const Tensor& t, int64_t rows, std::vector<float>& memory) {
+    memory.assign(count * rows * pad, NAN);  // the padding must not be read
+    kernels::AttentionInput in;
+    in.row_stride = pad;
+    Array a = t.array().contiguous();
+    for (int64_t bi = 0; bi < count; ++bi) {
+      int64_t at = (count - 1 - bi) * rows * pad;
+      in.offsets.push_back(at);
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t e = 0; e < E; ++e) memory[at + r * pad + e] = a.data_as<float>()[(bi * rows + r) * E + e];
+    }
+    in.data = memory.data();
+    return in;
+  };
+  std::vector<float> qm, km, vm;
+  kernels::AttentionInput qi = strided(q, L, qm), ki = strided(k, S, km), vi = strided(v, S, vm);
+  for (bool causal : {false, true}) {
+    std::vector<float> out(count * L * E);
+    kernels::AttentionShape shape{count, L, S, E, E, 1.0f / std::sqrt(float(E)), causal, false};
+    kernels::blocked_attention(shape, qi, ki, vi, nullptr, out.data());
+    Tensor want = scaled_dot_product_attention(q, k, v, std::nullopt, causal);
+    Array w = want.array().contiguous();
+    for (size_t i = 0; i < out.size(); ++i) REQUIRE(std::abs(out[i] - w.data_as<float>()[i]) <= 1e-5f);
+  }
 }
