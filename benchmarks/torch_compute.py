@@ -115,12 +115,14 @@ def make_benches(torch):
         flops = sum(2 * inputs[0].shape[0] * p.numel() for p in model.parameters() if p.dim() == 2)
         return model.eval(), inputs, flops
 
-    def transformer_block():
-        block = TransformerBlock(torch, 512, 8).eval()
-        x = torch.randn(4, 256, 512)
-        tokens = 4 * 256
-        flops = 2 * tokens * (4 * 512 * 512 + 2 * 512 * 2048) + 2 * 2 * 4 * 8 * 256 * 256 * 64
-        return block, [x], flops
+    def transformer_block(batch, tokens, width, heads):
+        def make():
+            block = TransformerBlock(torch, width, heads).eval()
+            x = torch.randn(batch, tokens, width)
+            rows = batch * tokens
+            attention = 2 * 2 * batch * tokens * tokens * width
+            return block, [x], 2 * rows * 12 * width * width + attention
+        return make
 
     def overhead():
         return (lambda x: x + 1, [torch.randn(8)], 0)
@@ -133,7 +135,11 @@ def make_benches(torch):
         "ResNet basic block [4,64,56,56]": resnet_block,
         "attention (causal) [4,8,512,64]": attention,
         "MLP (demo)": mlp,
-        "transformer block [4,256,512]": transformer_block,
+        "transformer block [4,256,512]": transformer_block(4, 256, 512, 8),
+        # Issue 26's small graphs: a few dozen tokens, where the time around the kernels counts.
+        "small transformer block [1,32,64]": transformer_block(1, 32, 64, 2),
+        "small transformer block [1,48,128]": transformer_block(1, 48, 128, 4),
+        "small transformer block [2,32,256]": transformer_block(2, 32, 256, 4),
         "per-call overhead: x + 1 on 8 elements": overhead,
     }
 

@@ -61,6 +61,9 @@ struct FusedStep {
 // steady state of a static plan (reduce-overhead), which finds them bound by an earlier call of
 // the same sizes.
 int64_t plan_bindings();
+// View steps that this thread's plans ran through the interpreter: only those whose layout
+// could not resolve them ([Note: views resolved per layout]).
+int64_t plan_views_run();
 // Step destinations (the arrays a step writes into: a buffer with this call's shape) that this
 // thread's plans have built: every one on every call, but for the steady state of a static plan,
 // whose launches keep theirs while their buffers stay.
@@ -153,12 +156,25 @@ class Executable {
   };
   // The sizes of one set of symbol values: the shape of every buffer's values and the buffers'
   // bytes. Shared by the bindings of those values, and kept for the next call's.
+  // A view step's output, resolved when the layout is made ([Note: views resolved per layout]).
+  struct ResolvedView {
+    DType dtype;
+    std::vector<int64_t> shape, strides;
+    int64_t offset;  // in elements, from the start of the storage of the step's input
+  };
   struct Layout {
     SymbolValues symbols;
-    std::vector<std::vector<int64_t>> shapes;  // per slot (buffer slots only)
+    std::vector<std::vector<int64_t>> shapes;  // per slot (buffer and input slots only)
     std::vector<size_t> sizes;                 // per buffer, in bytes
+    std::vector<std::vector<ResolvedView>> views;  // per step: its outputs where resolved, else empty
+    std::vector<int> view_input;  // per step: the input its resolution assumes contiguous at offset 0, or -1
+    std::vector<int> assumed_inputs;  // the inputs some resolution assumes so
   };
   std::shared_ptr<const Layout> layout_for(const SymbolValues& symbols) const;
+  void resolve_views(Layout& layout) const;
+  std::vector<char> inputs_as_assumed(const Layout& layout, std::span<const Array> inputs) const;
+  bool run_resolved_view(int index, const Layout* layout, const std::vector<char>& as_assumed,
+                         std::vector<Array>& values) const;
   // A call's sizes, bound: their layout, the buffers' storages, and each step's destinations in
   // them.
   struct Binding {

@@ -242,11 +242,22 @@ void gemm_impl(const T* a, const T* b, T* c, int64_t m, int64_t n, int64_t k, bo
   constexpr int64_t kSmallVectorProductBytes = int64_t{2} << 20;
   const bool small_gemv =
       std::min(m, n) <= 2 && k * std::max(m, n) * static_cast<int64_t>(sizeof(T)) <= kSmallVectorProductBytes;
+  // [Note: small GEMMs] Below a few tens of MFLOP the library's fixed cost per call counts:
+  // oneDNN 2.6 spends 1.5-2 us finding its primitive, and on one thread of the AVX-512 host
+  // PyTorch's MKL (there when PyTorch is loaded) was 1.1-1.5x faster than oneDNN from 32x64x64
+  // to 256x1024x256 in either layout of B (5.2 against 7.1 us for the 32x192x64 of a small
+  // transformer block's projection), level at 64x256x1024, and slower from 512^3 on. Without
+  // MKL, OpenBLAS takes the tiny ones (8x64x64: 0.7 us against oneDNN's 2.3).
+  constexpr int64_t kSmallGemmFlops = int64_t{1} << 26, kTinyGemmFlops = int64_t{1} << 18;
+  const int64_t gemm_flops = 2 * m * n * k;
   bool mkl = false;
   if constexpr (std::is_same_v<T, float>) {
     GemmRoute route = current_gemm_route();
+    if (route == GemmRoute::Auto && !small_gemv && gemm_flops <= kSmallGemmFlops && mkl_available())
+      route = GemmRoute::Mkl;
     bool onednn = route == GemmRoute::OneDnn ||
-                  (route == GemmRoute::Auto && !small_gemv && (trans_b || n <= kFewColumns || onednn_has_avx512()));
+                  (route == GemmRoute::Auto && !small_gemv && gemm_flops > kTinyGemmFlops &&
+                   (trans_b || n <= kFewColumns || onednn_has_avx512()));
     if (!trans_a && onednn && onednn_gemm(DType::Float32, a, b, c, m, n, k, trans_b, beta)) return;
     mkl = route == GemmRoute::Mkl && mkl_available();
   }
@@ -259,7 +270,7 @@ void gemm_impl(const T* a, const T* b, T* c, int64_t m, int64_t n, int64_t k, bo
     blas_gemm(a, b, c, m, n, k, trans_a, trans_b, beta, lda, ldb, ldc);
   };
   const int64_t lda = trans_a ? m : k, ldb = trans_b ? k : n;
-  const int64_t flops = 2 * m * n * k, threads = num_threads();
+  const int64_t flops = gemm_flops, threads = num_threads();
   // A matrix-vector product is bound by reading the matrix: threads split it from 256 KiB on
   // (in a model's step the matrix comes from L3 or memory, at one core's bandwidth each).
   const int64_t work = small_gemv ? k * std::max(m, n) * static_cast<int64_t>(sizeof(T)) / (int64_t{256} << 10)

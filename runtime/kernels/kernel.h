@@ -45,6 +45,9 @@ void register_arg_extremes(KernelTable& t);
 void register_contractions(KernelTable& t);
 void register_conv_grads(KernelTable& t);
 void register_movement(KernelTable& t);
+// Whether the view op `op` (OpKind::View) gives `x` with `shape` as a copy rather than a view:
+// a reshape whose strides cannot view x. Plans resolve views ahead of a call only where not.
+bool view_copies(Op op, const Array& x, const std::vector<int64_t>& shape);
 void register_scatter(KernelTable& t);
 void register_scans(KernelTable& t);
 void register_composites(KernelTable& t);

@@ -266,6 +266,12 @@ void register_movement(KernelTable& t) {
   set(Op::Embedding, embedding);
 }
 
+bool view_copies(Op op, const Array& x, const std::vector<int64_t>& shape) {
+  const bool through_reshape = op == Op::Reshape || op == Op::Flatten || op == Op::Squeeze || op == Op::Unsqueeze;
+  std::vector<int64_t> strides;
+  return through_reshape && !reshape_strides(x, shape, strides);
+}
+
 void register_split(MultiKernelTable& t) { t[static_cast<size_t>(Op::Split)] = split; }
 
 }  // namespace ember::kernels

@@ -530,6 +530,42 @@ TEST_CASE("memory planning: an elementwise kernel writes over a dead input of it
   CHECK(buffers(f5) == 1);
 }
 
+TEST_CASE("plans resolve views once per layout: views of buffers and of contiguous inputs run no step, "
+          "others still do", "[codegen][plan]") {
+  // [Note: views resolved per layout] in runtime/executable.cpp.
+  auto fn = [](const Tensor& x, const Tensor& w) {
+    Tensor a = matmul(x, w);                                   // [8, 12], a buffer
+    Tensor heads = permute(reshape(a, {8, 3, 4}), {1, 0, 2});  // [3, 8, 4], views of it
+    std::vector<Tensor> parts = split(heads, {1, 2}, 0);       // and of the view
+    Tensor rows = slice(transpose(w, 0, 1), 0, 2, 10, 3);      // views of an input: [3, 6]
+    Tensor flat = reshape(heads, {24, 4});                     // copies: not a view of a's memory
+    return std::vector<Tensor>{exp(parts[1]) * 2.0, matmul(rows, transpose(x, 0, 1)), flat + 1.0};
+  };
+  for (const char* mode : {"default", "reduce-overhead"}) {
+    INFO(mode);
+    auto f = compile(fn, Options{.mode = mode});
+    Tensor x = uniform({8, 6}, 1), w = uniform({6, 12}, 2);
+    auto check = [&](const Tensor& x, const Tensor& w) {
+      std::vector<Tensor> got = f(x, w), want = fn(x, w);
+      REQUIRE(got.size() == want.size());
+      for (size_t k = 0; k < got.size(); ++k) CHECK(max_difference(got[k], want[k]) < 1e-5);
+    };
+    check(x, w);
+    int64_t before = plan_views_run();
+    for (int i = 0; i < 3; ++i) check(x, w);
+    CHECK(plan_views_run() - before == 3);  // the copying reshape, once a call
+    // Inputs at an offset, or strided: their views run as steps, with the same values.
+    Tensor wide = uniform({8, 20}, 3), tall = uniform({12, 6}, 4);
+    Tensor x_offset = slice(wide, 1, 7, 13), w_strided = transpose(tall, 0, 1);
+    before = plan_views_run();
+    check(x_offset, w_strided);
+    CHECK(plan_views_run() - before == 4);  // the three views of the inputs, and the reshape
+    before = plan_views_run();
+    check(x, w);
+    CHECK(plan_views_run() - before == 1);
+  }
+}
+
 TEST_CASE("every dump stage can be written: graph, spec, MLIR before and after lowering, LLVM IR, assembly",
           "[codegen][dumps]") {
   std::string root = "/tmp/ember-dump-stages-" + std::to_string(getpid());

@@ -92,6 +92,7 @@ TEST_CASE("gemm routes: PyTorch's MKL, found and right", "[.mkl]") {
   REQUIRE(std::getenv("EMBER_MKL_LIBRARY"));
   REQUIRE(kernels::mkl_available());
   check_route(GemmRoute::Mkl);
+  check_route(GemmRoute::Auto);  // ember's rule with MKL there: small GEMMs go to it ([Note: small GEMMs])
 }
 
 TEST_CASE("gemm routes: with beta 0, whatever C held before (NaN, infinities) is not read", "[gemm]") {
