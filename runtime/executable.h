@@ -154,14 +154,15 @@ class Executable {
     std::vector<int> release;  // slots whose last use this is
     StepSettings settings;     // how it runs (max-autotune's choice)
   };
-  // The sizes of one set of symbol values: the shape of every buffer's values and the buffers'
-  // bytes. Shared by the bindings of those values, and kept for the next call's.
   // A view step's output, resolved when the layout is made ([Note: views resolved per layout]).
   struct ResolvedView {
     DType dtype;
     std::vector<int64_t> shape, strides;
     int64_t offset;  // in elements, from the start of the storage of the step's input
   };
+  // The sizes of one set of symbol values: the shape of every buffer's values and the buffers'
+  // bytes, and the view steps resolved. Shared by the bindings of those values, and kept for the
+  // next call's.
   struct Layout {
     SymbolValues symbols;
     std::vector<std::vector<int64_t>> shapes;  // per slot (buffer and input slots only)

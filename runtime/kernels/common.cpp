@@ -270,11 +270,11 @@ void gemm_impl(const T* a, const T* b, T* c, int64_t m, int64_t n, int64_t k, bo
     blas_gemm(a, b, c, m, n, k, trans_a, trans_b, beta, lda, ldb, ldc);
   };
   const int64_t lda = trans_a ? m : k, ldb = trans_b ? k : n;
-  const int64_t flops = gemm_flops, threads = num_threads();
+  const int64_t threads = num_threads();
   // A matrix-vector product is bound by reading the matrix: threads split it from 256 KiB on
   // (in a model's step the matrix comes from L3 or memory, at one core's bandwidth each).
   const int64_t work = small_gemv ? k * std::max(m, n) * static_cast<int64_t>(sizeof(T)) / (int64_t{256} << 10)
-                                  : flops / kMinBlockFlops;
+                                  : gemm_flops / kMinBlockFlops;
   const int64_t blocks = std::min<int64_t>(threads, std::max<int64_t>(1, work));
   const bool by_rows = m >= blocks * kBlockAlign || m >= n;
   const int64_t extent = by_rows ? m : n;
