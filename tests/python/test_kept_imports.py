@@ -71,3 +71,33 @@ def test_inputs_that_are_not_parameters_are_not_kept():
     assert all(k is None for g in live_graphs(compiled) for k in g.kept_imports)
     b.mul_(3)  # read afresh at each call
     torch.testing.assert_close(compiled(a, b), a @ b + 1)
+
+
+class ViewsOfParameters(torch.nn.Module):
+    """Views of a parameter and of a buffer, which a plan resolves once per layout assuming each
+    contiguous at offset 0 ([Note: views resolved per layout] in runtime/executable.cpp)."""
+
+    def __init__(self):
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.randn(8, 6))
+        self.register_buffer("b", torch.randn(2, 3))
+
+    def forward(self, x):
+        w = self.w.reshape(2, 4, 6).permute(1, 0, 2).reshape(4, 12)
+        return x @ w + self.b.reshape(-1).repeat(2), self.w.t()[1:]
+
+
+@pytest.mark.parametrize("mode", ["default", "reduce-overhead"])
+def test_views_of_a_parameter_follow_its_layout_now(mode):
+    torch.manual_seed(0)
+    model = ViewsOfParameters()
+    compiled = ember.compile(model, mode=mode)
+    x = torch.randn(5, 4)
+    check(compiled, model, x)
+    check(compiled, model, x)
+    model.w.data = model.w.data.t().contiguous().t()  # the same values, transposed strides
+    check(compiled, model, x)
+    model.w.data = torch.randn(9, 6)[1:]  # contiguous, at an offset
+    check(compiled, model, x)
+    model.b = torch.randn(3, 2).t()  # a buffer laid out otherwise
+    check(compiled, model, x)
