@@ -8,6 +8,7 @@ import pytest
 import torch
 
 import ember
+from ember import _translate
 from ember._compile import report_of
 
 
@@ -160,6 +161,7 @@ def test_static_plan_mb_rejects_what_is_not_a_size(value):
 # failure rather than a stuck test run.
 _READ_WHILE_CALLING = r"""
 import threading, torch, ember
+from ember import _translate
 from ember._compile import report_of
 torch.set_num_threads(1)
 c = ember.compile(lambda x: torch.softmax(x.exp() * 2, -1) + 1, mode="reduce-overhead", dynamic=True,
@@ -229,31 +231,41 @@ def test_steady_inputs_read_what_the_tensor_holds():
 
 
 def test_a_steady_call_runs_few_frames_of_ember():
-    """Each frame of Python in a compiled call costs a microsecond or more (issue 26): the steady
-    call runs __call__, _run_steady and _inputs, and its two list comprehensions."""
+    """Each frame of Python in a compiled call costs a microsecond or more (issue 26): through the
+    torch bridge the steady call runs CompiledFx.__call__ alone; without it, __call__, _run_steady, _inputs
+    and its two list comprehensions."""
     import sys
 
     compiled = ember.compile(lambda x: x + 1)
     x = torch.randn(8)
     for _ in range(3):
         compiled(x)
-    assert graphs(compiled)[0].steady_call is True
-    frames = []
+    graph = graphs(compiled)[0]
+    assert graph.steady_call is True
 
-    def profile(frame, event, arg):
-        if event == "call" and "/ember/" in frame.f_code.co_filename:
-            frames.append(frame.f_code.co_name)
+    def frames_of_a_call():
+        frames = []
 
-    sys.setprofile(profile)
-    try:
-        out = compiled(x)
-    finally:
-        sys.setprofile(None)
-    torch.testing.assert_close(out, x + 1)
-    # CompiledFunction.__call__ and _has_ember_tensor in front of Dynamo, then the graph's call.
-    graph_frames = [f for f in frames if f not in ("__call__", "_has_ember_tensor")]
-    assert frames.count("__call__") == 2, frames
-    assert sorted(graph_frames) == sorted(["_run_steady", "_inputs", "<listcomp>", "<listcomp>"]), frames
+        def profile(frame, event, arg):
+            if event == "call" and "/ember/" in frame.f_code.co_filename:
+                frames.append(frame.f_code.co_name)
+
+        sys.setprofile(profile)
+        try:
+            out = compiled(x)
+        finally:
+            sys.setprofile(None)
+        torch.testing.assert_close(out, x + 1)
+        # Nothing in front of Dynamo (CompiledFunction's call is C), then the graph's call.
+        assert frames.count("__call__") == 1, frames
+        return sorted(f for f in frames if f != "__call__")
+
+    live = graph._callable()
+    if _translate._TORCH_BRIDGE is not None:
+        assert live.fast is not None
+        assert frames_of_a_call() == []
+    live.fast = None  # the way without the bridge
+    assert frames_of_a_call() == sorted(["_run_steady", "_inputs", "<listcomp>", "<listcomp>"])
 
 
 def test_steady_inputs_that_alias_expand_or_have_no_memory():
@@ -271,3 +283,68 @@ def test_steady_inputs_that_alias_expand_or_have_no_memory():
     for b in (row.expand(4, 4), torch._efficientzerotensor(4, 4)):
         for _ in range(3):
             torch.testing.assert_close(compiled(x, b), fn(x, b))
+
+
+@pytest.mark.skipif(_translate._TORCH_BRIDGE is None, reason="ember._torch_bridge was not built (no PyTorch at configure time)")
+def test_the_c_steady_call_declines_what_it_cannot_read():
+    """[Note: the torch bridge]: the C++ steady call reads plain CPU tensors in place, and hands
+    back None, having run nothing, for anything else (a subclass, a lazy negation, a list that is
+    not one); the long way then computes what eager does."""
+    class Marked(torch.Tensor):
+        pass
+
+    compiled = ember.compile(lambda x, y: x * 2 + y)
+    x, y = torch.randn(4, 3), torch.randn(4, 3)
+    for _ in range(3):
+        compiled(x, y)
+    live = graphs(compiled)[0]._callable()
+    assert live.fast is not None
+    got = live.fast([x, y])
+    torch.testing.assert_close(got[0], x * 2 + y)
+    assert live.fast([x.as_subclass(Marked), y]) is None
+    assert live.fast([x._neg_view(), y]) is None
+    assert live.fast((x, y)) is None
+    assert live.fast([x]) is None  # fewer arguments than the graph reads
+    with pytest.raises(ValueError, match=r"\[run\] input 0 has shape"):
+        live.fast([torch.randn(5, 3), y])
+    with pytest.raises(TypeError, match=r"\[run\] input 1 is f64"):
+        live.fast([x, y.double()])
+    # Through the compiled call: what eager computes, whichever way it went.
+    neg = torch.randn(4, 3)._neg_view()
+    torch.testing.assert_close(compiled(neg, y), neg * 2 + y)
+    torch.testing.assert_close(compiled(x[:, :3], y), x * 2 + y)
+    wide = torch.randn(4, 6)[:, ::2]  # strided: read in place
+    torch.testing.assert_close(compiled(wide, y), wide * 2 + y)
+
+
+@pytest.mark.skipif(_translate._TORCH_BRIDGE is None, reason="ember._torch_bridge was not built (no PyTorch at configure time)")
+def test_the_c_steady_call_keeps_inputs_returned_and_constants():
+    """Outputs that are inputs come back as the caller's objects; a graph's own tensors
+    (constants) are read as inputs of the plan."""
+    scale = torch.tensor([1.0, -2.0, 3.0])
+    fn = lambda x, y: (x, y * scale + torch.arange(3), y)  # noqa: E731
+    compiled = ember.compile(fn)
+    x, y = torch.randn(2, 3), torch.randn(2, 3)
+    for _ in range(3):
+        got = compiled(x, y)
+    assert graphs(compiled)[0]._callable().fast is not None
+    assert got[0] is x and got[2] is y
+    torch.testing.assert_close(got[1], y * scale + torch.arange(3))
+
+
+@pytest.mark.skipif(_translate._TORCH_BRIDGE is None, reason="ember._torch_bridge was not built (no PyTorch at configure time)")
+def test_the_torch_bridge_refuses_another_torch():
+    """The bridge reads PyTorch's structures as laid out by the headers it was built with: under
+    another torch version it does not load, and ember takes the DLPack way."""
+    import subprocess
+    import sys
+
+    code = ("import torch; torch.__version__ = '0.0.1'\n"
+            "try:\n    import ember._torch_bridge\nexcept ImportError as e:\n    print('refused:', e)\n"
+            "import ember._translate as t; print('bridge:', t._TORCH_BRIDGE)\n"
+            "import ember; f = ember.compile(lambda x: x + 1); x = torch.randn(3)\n"
+            "for _ in range(3): torch.testing.assert_close(f(x), x + 1)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert "refused: ember._torch_bridge was built for torch" in out.stdout
+    assert "bridge: None" in out.stdout

@@ -47,6 +47,12 @@ try:
 except ImportError:
     def _empty_strided_cpu(shape, strides, dtype):
         return torch.empty_strided(shape, strides, dtype=dtype, device="cpu")
+try:
+    # [Note: the torch bridge] (frontend/python/torch_bridge/torch_bridge.cpp): the steady call
+    # in C++, reading PyTorch's tensors in place; without it, the steady call goes through DLPack.
+    from ._torch_bridge import api as _TORCH_BRIDGE
+except ImportError:
+    _TORCH_BRIDGE = None
 
 
 class LoweringFailed(RuntimeError):
@@ -255,6 +261,7 @@ class CompiledFx:
         # decided by the first call (None until then, False for no), then (shape, strides, dtype)
         # per buffer.
         self.steady = None if self._may_be_steady() else False
+        self.fast = None  # the steady call in C++ ([Note: the torch bridge]), once settled
         self.kept_imports = [None] * len(self.input_sources)  # [Note: kept imports]
 
     # --- translation -------------------------------------------------------------------------
@@ -521,6 +528,10 @@ class CompiledFx:
         if self.on_pytorch is not None:
             return self.on_pytorch(args)
         try:
+            if self.fast is not None:
+                tensors = self.fast(args)
+                if tensors is not None:  # None: an input the C++ call does not read (a subclass, ...)
+                    return tensors if self.outputs_are_tensors else self._outputs(tensors, args, [])
             return self._run_steady(args) if self.steady else self._run(args)
         except _torch_calls.ResultMismatch as e:
             return self._fall_back_to_pytorch(args, e)
@@ -537,7 +548,7 @@ class CompiledFx:
         expectation, so the user's program must not fail here; strict asks for the error."""
         if self.strict:
             raise error
-        self.steady = False
+        self.steady, self.fast = False, None
         warnings.warn(f"ember: a compiled graph runs on PyTorch from now on: {error}", RuntimeWarning, stacklevel=2)
         from .dynamo import eager_fallback
         self.on_pytorch = eager_fallback(self.gm)
@@ -595,6 +606,10 @@ class CompiledFx:
                 and all(nbytes <= _TORCH_OUTPUT_MAX for nbytes, _ in storages.requests)
                 and all(shares[k] == -1 and tensors[k] is capsules[k] for k in made)):  # the tensors PyTorch made
             self.steady = [(tuple(shape), _contiguous_strides(shape), torch_dtype_of(dtype)) for dtype, shape in exact]
+            if _TORCH_BRIDGE is not None:
+                sources = [src for _, src in self.input_sources]  # argument indices, or constants
+                self.fast = self.compiled.steady_call(_TORCH_BRIDGE, sources, [list(e) for e in exact],
+                                                      self.returned_inputs)
         else:
             self.steady = False
 
@@ -602,7 +617,9 @@ class CompiledFx:
         """[Note: the steady call] The outputs made by PyTorch before the plan runs, handed to it
         as a list: no call back into Python during the plan, nothing to rebuild after it. Per
         call, this is the only frame of ember's besides __call__ and _inputs: in a
-        compiled call, each frame of Python is a microsecond or more (issue 26's tiny graph)."""
+        compiled call, each frame of Python is a microsecond or more (issue 26's tiny graph).
+        With the torch bridge, the same call is made in C++ (self.fast, _C.SteadyCall), and
+        this one serves the inputs it declines."""
         made = [(t, to_dlpack(t)) for t in
                 [_empty_strided_cpu(shape, strides, dtype) for shape, strides, dtype in self.steady]]
         tensors = self.compiled.run_given(self._inputs(args, []), made)

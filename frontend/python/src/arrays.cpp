@@ -47,17 +47,6 @@ DLDataType dtype_to_dl(DType t) {
   }
 }
 
-// Bytes from the first element to one past the last one any index can reach.
-size_t extent_bytes(const std::vector<int64_t>& shape, const std::vector<int64_t>& strides, size_t item) {
-  int64_t last = 0;
-  for (size_t d = 0; d < shape.size(); ++d) {
-    if (shape[d] == 0) return 0;
-    if (strides[d] < 0) EMBER_THROW(Value, "[dlpack] negative strides are not supported");
-    last += (shape[d] - 1) * strides[d];
-  }
-  return static_cast<size_t>(last + 1) * item;
-}
-
 Array from_managed(DLManagedTensor* managed) {
   const DLTensor& t = managed->dl_tensor;
   auto release = [managed] { if (managed->deleter) managed->deleter(managed); };
@@ -98,6 +87,16 @@ struct Export {
 void delete_export(DLManagedTensor* m) { delete static_cast<Export*>(m->manager_ctx); }
 
 }  // namespace
+
+size_t extent_bytes(const std::vector<int64_t>& shape, const std::vector<int64_t>& strides, size_t item) {
+  int64_t last = 0;
+  for (size_t d = 0; d < shape.size(); ++d) {
+    if (shape[d] == 0) return 0;
+    if (strides[d] < 0) EMBER_THROW(Value, "[dlpack] negative strides are not supported");
+    last += (shape[d] - 1) * strides[d];
+  }
+  return static_cast<size_t>(last + 1) * item;
+}
 
 Array array_from_dlpack(const py::handle& obj) {
   py::object capsule;

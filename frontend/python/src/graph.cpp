@@ -10,12 +10,13 @@
 #include <optional>
 
 #include "arrays.h"
+#include "plan_call.h"
+#include "steady_call.h"
 #include "convert.h"
 #include "frontend/graph_compile.h"
 #include "ir/builder.h"
 #include "ir/error.h"
 #include "runtime/kernels/kernel.h"
-#include "runtime/thread_pool.h"
 #include "torch_calls.h"
 
 namespace py = pybind11;
@@ -23,19 +24,6 @@ namespace py = pybind11;
 namespace ember::python {
 
 namespace {
-
-// torch.get_num_threads(), read at each call: compiled code runs on as many threads as eager
-// would, and the user may change it between calls. 0 (ember's own setting) without PyTorch.
-int torch_threads() {
-  // torch.get_num_threads once PyTorch is loaded, kept for good (the GIL guards it).
-  static PyObject* get = nullptr;
-  if (!get) {
-    py::object torch = py::module_::import("sys").attr("modules").attr("get")("torch");
-    if (torch.is_none()) return 0;
-    get = py::object(torch.attr("get_num_threads")).release().ptr();
-  }
-  return py::handle(get)().cast<int>();
-}
 
 // A graph under construction; values keep it alive.
 struct GraphHolder {
@@ -105,20 +93,6 @@ class PyGraph {
 };
 
 class CompiledGraph {
-  // A caller's tensor that is all of output `output`'s buffer, with its dtype and shape.
-  struct GivenOutput {
-    int output;
-    const Storage* storage;
-    const void* data;
-    py::handle tensor;  // kept alive by the call's `keep`
-  };
-  // The caller's tensors for a call's output buffers, taken while the GIL is held: each buffer's
-  // array, and the tensor it is (kept alive for the call), or none for raw memory.
-  struct GivenBuffers {
-    std::vector<Array> arrays;
-    std::vector<py::object> tensors;
-  };
-
  public:
   CompiledGraph(PyGraph& g, const std::string& mode_name, bool strict, std::optional<double> autotune_budget_s,
                 const std::string& autotune_search, std::optional<double> static_plan_mb) {
@@ -157,7 +131,7 @@ class CompiledGraph {
         return take_storages(output_storages, buffers, given_outputs, keep);
       };
     }
-    std::vector<Array> outputs = run_plan(arrays, symbols, storages);
+    std::vector<Array> outputs = run_plan(*plan_, arrays, symbols, storages);
     std::vector<int64_t> shares(outputs.size(), -1);
     for (size_t k = 0; k < outputs.size(); ++k) {
       // A constant of the plan (a folded value, a `full`) lives as long as the plan: PyTorch
@@ -180,10 +154,8 @@ class CompiledGraph {
     }
     py::list results;
     for (size_t k = 0; k < outputs.size(); ++k) {
-      auto given = std::find_if(given_outputs.begin(), given_outputs.end(), [&](const GivenOutput& o) {
-        return o.output == static_cast<int>(k) && o.storage == outputs[k].storage().get() && o.data == outputs[k].data();
-      });
-      if (given != given_outputs.end()) results.append(given->tensor);
+      py::handle given = given_tensor(given_outputs, k, outputs[k]);
+      if (given) results.append(given);
       else results.append(array_to_dlpack(outputs[k]));
     }
     return {std::move(results), std::move(shares)};
@@ -200,16 +172,20 @@ class CompiledGraph {
     OutputStorages storages = [&](const std::vector<OutputBuffer>& buffers) {
       return bind_given(given, buffers, given_outputs);
     };
-    std::vector<Array> outputs = run_plan(arrays, {}, storages);
+    std::vector<Array> outputs = run_plan(*plan_, arrays, {}, storages);
     py::list results(outputs.size());
     for (size_t k = 0; k < outputs.size(); ++k) {
-      const GivenOutput* o = nullptr;
-      for (const GivenOutput& g : given_outputs)
-        if (g.output == static_cast<int>(k) && g.data == outputs[k].data()) o = &g;
+      py::handle given = given_tensor(given_outputs, k, outputs[k]);
       // Not one: an input the graph returns as it is, which the caller puts back itself.
-      results[k] = o ? py::reinterpret_borrow<py::object>(o->tensor) : py::object(array_to_dlpack(outputs[k]));
+      results[k] = given ? py::reinterpret_borrow<py::object>(given) : py::object(array_to_dlpack(outputs[k]));
     }
     return results;
+  }
+
+  // The steady call made in C++ through the torch bridge (steady_call.h).
+  SteadyCall steady_call(const py::capsule& bridge, const py::list& sources, const py::list& outputs,
+                         const std::vector<std::pair<int, int>>& returned) const {
+    return SteadyCall(plan_, bridge, sources, outputs, returned);
   }
 
   py::dict info() const {
@@ -276,24 +252,6 @@ class CompiledGraph {
     return out;
   }
 
-  // The given buffers for the plan's request, without the GIL: each must be the whole output the
-  // plan asks for (the caller made them from an earlier call's request, for the same sizes).
-  static std::vector<std::shared_ptr<Storage>> bind_given(const GivenBuffers& given, const std::vector<OutputBuffer>& buffers,
-                                                          std::vector<GivenOutput>& given_outputs) {
-    if (given.arrays.size() != buffers.size())
-      EMBER_THROW(Value, "[run] output_storages gave ", given.arrays.size(), " buffers, the plan has ", buffers.size());
-    std::vector<std::shared_ptr<Storage>> out;
-    for (size_t i = 0; i < buffers.size(); ++i) {
-      const Array& a = given.arrays[i];
-      const OutputBuffer& b = buffers[i];
-      if (b.output < 0 || a.dtype() != b.dtype || a.shape() != b.shape || !a.is_contiguous() || a.data() != a.storage()->data)
-        EMBER_THROW(Value, "[run] output_storages gave a tensor other than output buffer ", i, " asks for");
-      given_outputs.push_back({b.output, a.storage().get(), a.data(), given.tensors[i]});
-      out.push_back(a.storage());
-    }
-    return out;
-  }
-
   // Calls the caller's `output_storages` (with the GIL) for these buffers; remembers the tensors
   // it made whole for an exact buffer.
   static std::vector<std::shared_ptr<Storage>> take_storages(const py::object& output_storages,
@@ -347,27 +305,6 @@ class CompiledGraph {
     return arrays;
   }
 
-  // Kernels and the thread pool run without the GIL (torch calls take it), on as many threads as
-  // PyTorch would use.
-  std::vector<Array> run_plan(const std::vector<Array>& arrays, const SymbolValues& symbols,
-                              const OutputStorages& storages) const {
-    int threads = torch_threads();
-    py::gil_scoped_release no_gil;
-    std::optional<ThreadCountForCall> count;
-    if (threads > 0) count.emplace(threads);
-    return plan_->run(arrays, symbols, nullptr, storages);  // max-autotune: a new bucket's first call tunes
-  }
-
-  // The plan trusts its inputs' types; a caller's mistake must be an error, not wrong memory.
-  static void check_input(size_t i, const TensorType& t, const Array& a, const SymbolValues& symbols) {
-    if (a.dtype() != t.dtype)
-      EMBER_THROW(Type, "[run] input ", i, " is ", dtype_name(a.dtype()), ", the graph takes ", t.str());
-    std::vector<int64_t> shape = evaluate(t.shape, symbols);
-    if (a.shape() != shape)
-      EMBER_THROW(Value, "[run] input ", i, " has shape ", shape_str(to_shape(a.shape())), ", the graph takes ",
-                  shape_str(to_shape(shape)), " (", t.str(), ")");
-  }
-
   std::shared_ptr<const GraphPlan> plan_;
   GraphInfo info_;  // as compiled; the plan adds its tuning when asked
 };
@@ -400,6 +337,8 @@ void register_graph(py::module_& m) {
            py::arg("static_plan_mb") = py::none())
       .def("run", &CompiledGraph::run, py::arg("inputs"), py::arg("symbols"), py::arg("output_storages") = py::none())
       .def("run_given", &CompiledGraph::run_given, py::arg("inputs"), py::arg("output_storages"))
+      .def("steady_call", &CompiledGraph::steady_call, py::arg("bridge"), py::arg("sources"), py::arg("outputs"),
+           py::arg("returned"))
       .def_property_readonly("info", &CompiledGraph::info)
       .def_property_readonly("plan", &CompiledGraph::plan)
       .def_property_readonly("mode_summary", &CompiledGraph::mode_text);

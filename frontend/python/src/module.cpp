@@ -6,6 +6,8 @@
 #include "arrays.h"
 #include "frontend/compile.h"
 #include "graph.h"
+#include "dispatch_call.h"
+#include "steady_call.h"
 #include "tensors.h"
 #include "ir/error.h"
 #include "ir/symbolic.h"
@@ -81,6 +83,8 @@ PYBIND11_MODULE(_C, m) {
   m.doc() = "ember's C++ core";
   ep::register_errors(m);
   ep::register_array(m);
+  ep::register_dispatch_call(m);
+  ep::register_steady_call(m);
   ep::register_graph(m);
   ep::register_torch_calls(m);
   ep::register_tensors(m);
