@@ -217,8 +217,10 @@ void Executable::plan_buffers() {
   }
 }
 
-// A buffer is exactly output k when k's value is the buffer's last, the plan returns it once,
-// and no other output is a view into it. (Whether it fills the buffer depends on the sizes.)
+// A buffer is exactly output k when k's value is the buffer's last, or that value reshaped (a
+// reshape of a buffer is contiguous over all of it: a reduction's [n, 1] handed back as [n]),
+// the plan returns it once, and no other output is a view into it. (Whether it fills the
+// buffer depends on the sizes.)
 void Executable::plan_exact_outputs(const std::vector<int>& root) {
   exact_output_.assign(buffer_slots_.size(), -1);
   std::vector<int> outputs_in(buffer_slots_.size(), 0);
@@ -226,11 +228,20 @@ void Executable::plan_exact_outputs(const std::vector<int>& root) {
     int home = slots_[s].home == Home::Buffer ? s : root[s];
     if (home >= 0) ++outputs_in[slots_[home].index];
   }
+  std::vector<int> reshaped_from(slots_.size(), -1);  // the buffer slot a chain of reshapes views
+  for (const Step& step : steps_) {
+    if (step.kernel || step.node->op != Op::Reshape || step.inputs.size() != 1) continue;
+    int in = step.inputs[0];
+    int from = slots_[in].home == Home::Buffer ? in : reshaped_from[in];
+    for (int s : step.outputs)
+      if (slots_[s].home == Home::View) reshaped_from[s] = from;
+  }
   for (size_t k = 0; k < outputs_.size(); ++k) {
     int s = outputs_[k];
-    if (slots_[s].home != Home::Buffer) continue;
-    int b = slots_[s].index;
-    if (outputs_in[b] == 1 && buffer_slots_[b].back() == s) exact_output_[b] = static_cast<int>(k);
+    int whole = slots_[s].home == Home::Buffer ? s : reshaped_from[s];
+    if (whole < 0) continue;
+    int b = slots_[whole].index;
+    if (outputs_in[b] == 1 && buffer_slots_[b].back() == whole) exact_output_[b] = static_cast<int>(k);
   }
 }
 
@@ -638,7 +649,9 @@ OutputBuffer Executable::output_buffer(const Binding& binding, size_t b) const {
   int k = exact_output_[b];
   if (k < 0) return request;
   int s = outputs_[k];
-  const std::vector<int64_t>& shape = binding.layout->shapes[s];
+  // A reshaped buffer's output is a view, whose shape the layout does not keep.
+  std::vector<int64_t> shape = slots_[s].home == Home::Buffer ? binding.layout->shapes[s]
+                                                               : evaluate(slots_[s].value.type().shape, binding.layout->symbols);
   DType dtype = slots_[s].value.type().dtype;
   size_t bytes = checked_nbytes("output", shape, dtype);
   if (bytes != request.bytes) return request;  // an earlier value in the buffer was larger

@@ -348,3 +348,91 @@ def test_the_torch_bridge_refuses_another_torch():
     assert out.returncode == 0, out.stderr
     assert "refused: ember._torch_bridge was built for torch" in out.stdout
     assert "bridge: None" in out.stdout
+
+
+def test_a_reduction_handed_back_reshaped_is_an_exact_output():
+    """A row reduction's [n, 1] buffer handed back as [n] (a reshape of the whole buffer) is the
+    output's own memory: the caller makes it, and the graph settles into the steady call."""
+    fn = lambda x, w: torch.relu(x @ w).sum(-1)  # noqa: E731
+    compiled = calls(fn, lambda i: (torch.randn(5, 16), torch.randn(16, 8)))
+    assert graphs(compiled)[0].steady_call is True
+
+
+def _count_long_calls(monkeypatch):
+    long_calls = []
+    run = _translate.CompiledFx._run
+    monkeypatch.setattr(_translate.CompiledFx, "_run", lambda self, args: long_calls.append(1) or run(self, args))
+    return long_calls
+
+
+@pytest.mark.skipif(_translate._TORCH_BRIDGE is None, reason="ember._torch_bridge was not built (no PyTorch at configure time)")
+def test_symbolic_sizes_take_the_c_steady_call(monkeypatch):
+    """Over symbolic sizes the C++ call reads the symbols from the arguments (a tensor's size, an
+    int) and makes each output as the plan asks at those sizes: after the first call, no call
+    goes the long way, and every result is eager's, in eager's layout."""
+    long_calls = _count_long_calls(monkeypatch)
+    fn = lambda x, w, k: (torch.relu(x @ w).sum(-1), torch.cat([x, x], 0)[:k] * 2, x)  # noqa: E731
+    compiled = ember.compile(fn, dynamic=True)
+    w = torch.randn(16, 8)
+    for n in [3, 5, 9, 4, 17]:
+        x = torch.randn(n, 16)
+        got, want = compiled(x, w, n + 1), fn(x, w, n + 1)
+        for g, e in zip(got, want):
+            torch.testing.assert_close(g, e)
+            assert g.stride() == e.stride()
+        assert got[2] is x
+    (graph,) = graphs(compiled)
+    assert graph._callable().fast is not None
+    assert len(long_calls) == 1, "only the first call goes the long way"
+
+
+@pytest.mark.skipif(_translate._TORCH_BRIDGE is None, reason="ember._torch_bridge was not built (no PyTorch at configure time)")
+def test_the_c_steady_call_declines_sizes_it_cannot_make(monkeypatch):
+    """An output past EMBER_TORCH_OUTPUT_MAX_MB comes from ember's allocator, the long way: the
+    C++ call declines those sizes before any step runs (an in-place update of an input is made
+    once), and takes the others."""
+    monkeypatch.setattr(_translate, "_TORCH_OUTPUT_MAX", 4096)
+    long_calls = _count_long_calls(monkeypatch)
+
+    def fn(x, y):
+        y.add_(1)
+        return x * 2
+
+    compiled = ember.compile(fn, dynamic=True)
+    for n in [8, 16, 4096, 12, 2048]:
+        x, y = torch.randn(n), torch.zeros(3)
+        torch.testing.assert_close(compiled(x, y), x * 2)
+        torch.testing.assert_close(y, torch.ones(3))
+    assert graphs(compiled)[0]._callable().fast is not None
+    assert len(long_calls) == 3, "the first call, and the two of more than 4096 bytes"
+
+
+def test_outputs_eager_lays_out_otherwise_stay_off_the_c_call():
+    """Eager's transposed output is not contiguous at any size: the graph keeps the long way, which
+    hands it back in eager's layout."""
+    fn = lambda x: (x * 2).t()  # noqa: E731
+    compiled = ember.compile(fn, dynamic=True)
+    for n in [3, 5, 6]:
+        x = torch.randn(n, 4)
+        got = compiled(x)
+        torch.testing.assert_close(got, fn(x))
+        assert got.stride() == fn(x).stride()
+    assert all(g._callable().fast is None for g in graphs(compiled))
+
+
+@pytest.mark.skipif(_translate._TORCH_BRIDGE is None, reason="ember._torch_bridge was not built (no PyTorch at configure time)")
+def test_sizes_used_as_values_are_made_by_the_c_call(monkeypatch):
+    """A size used as a value (x * n, a position from the cache length) is an input of the plan
+    made at each call: the C++ call evaluates it from the symbols."""
+    long_calls = _count_long_calls(monkeypatch)
+    fn = lambda x: ((x * x.shape[0] + x.shape[1]) / (x.shape[0] * x.shape[1] + 1), x.shape[0] * 2)  # noqa: E731
+    compiled = ember.compile(fn, dynamic=True)
+    for n in [3, 6, 4, 11]:
+        x = torch.randn(n, 5)
+        got, want = compiled(x), fn(x)
+        torch.testing.assert_close(got[0], want[0])
+        assert got[1] == want[1]
+    (graph,) = graphs(compiled)
+    live = graph._callable()
+    assert any(kind == _translate._SIZE for kind, _ in live.input_sources), "the graph has an input made from sizes"
+    assert live.fast is not None and len(long_calls) == 1

@@ -190,6 +190,18 @@ def _contiguous_strides(shape):
 
 
 _ARG, _CONST, _SIZE = range(3)
+
+
+class _SizeInput:
+    """A graph input made at each call from its sizes: `make(args, values)`, the tensor; `dim`,
+    its value as an ember dim of the graph's symbols when it is an integer polynomial of them
+    (what the C++ steady call evaluates), else None."""
+
+    def __init__(self, make, dim=None):
+        self.make, self.dim = make, dim
+
+    def __call__(self, args, values):
+        return self.make(args, values)
 _SOURCE_KINDS = {"arg": _ARG, "const": _CONST, "size": _SIZE}
 
 
@@ -308,6 +320,15 @@ class CompiledFx:
         self.inputs.append(source)
         return self.graph.input(ember_dtype(tensor.dtype), self.symbols.shape(tensor.shape))
 
+    def _dim_or_none(self, size):
+        """An integer size as an ember dim (the C++ steady call evaluates it), or None."""
+        if isinstance(size, FloatSize):
+            return None
+        try:
+            return self.symbols.dim(size)
+        except (Unsupported, NonPolynomialSize):
+            return None
+
     def _size_input(self, size, dtype):
         """A size's value (a sympy expression, or a FloatSize) as a 0-d tensor input, made at
         each call from the symbols' values or from the argument that holds it."""
@@ -316,10 +337,11 @@ class CompiledFx:
             torch_dtype = torch_dtype_of(dtype)
             if isinstance(size, FloatSize) and size.arg is not None:
                 arg = size.arg
-                make = lambda args, values: torch.tensor(args[arg], dtype=torch_dtype)  # noqa: E731
+                make = _SizeInput(lambda args, values: torch.tensor(args[arg], dtype=torch_dtype))
             else:
                 value_of = self.symbols.value_function(getattr(size, "expr", size))
-                make = lambda args, values: torch.tensor(value_of(values), dtype=torch_dtype)  # noqa: E731
+                make = _SizeInput(lambda args, values: torch.tensor(value_of(values), dtype=torch_dtype),
+                                  self._dim_or_none(size))
             self.inputs.append(("size", make))
             self.size_inputs[key] = self.graph.input(dtype, [])
         return self.size_inputs[key]
@@ -531,7 +553,9 @@ class CompiledFx:
             if self.fast is not None:
                 tensors = self.fast(args)
                 if tensors is not None:  # None: an input the C++ call does not read (a subclass, ...)
-                    return tensors if self.outputs_are_tensors else self._outputs(tensors, args, [])
+                    if self.outputs_are_tensors:
+                        return tensors
+                    return self._outputs(tensors, args, self.symbols.values(args) if self.symbols.sources else [])
             return self._run_steady(args) if self.steady else self._run(args)
         except _torch_calls.ResultMismatch as e:
             return self._fall_back_to_pytorch(args, e)
@@ -590,28 +614,36 @@ class CompiledFx:
         return out
 
     def _may_be_steady(self):
-        """What a steady call needs of the graph: sizes that never change (no symbols) and
-        nothing that runs Python inside the plan (torch calls)."""
-        return (not self.symbols.sources and not self.torch_calls
-                and all(kind != _SIZE for kind, _ in self.input_sources))
+        """What a steady call needs of the graph: nothing that runs Python inside the plan (torch
+        calls), and inputs made from sizes only where ember can evaluate them (a polynomial of the
+        symbols). The Python one also needs sizes that never change and no input made from sizes."""
+        return not self.torch_calls and all(kind != _SIZE or src.dim is not None for kind, src in self.input_sources)
 
     def _settle(self, storages, capsules, tensors, shares):
-        """After the first call: the steady call's buffers when every output but the inputs
-        returned as they are was exactly one buffer that PyTorch made, shared nothing, and went
-        back as it was (eager's layout)."""
+        """After the first call: the steady call when every output but the inputs returned as
+        they are was exactly one buffer that PyTorch made, shared nothing, and went back as it
+        was (eager's layout). Over symbolic sizes only the C++ one, and only where eager's
+        outputs are contiguous at every size: it declines the calls whose sizes make an output
+        buffer hold more than one output."""
         returned = {k for k, _ in self.returned_inputs}
         made = [k for k in range(len(capsules)) if k not in returned]
         exact = [e for _, e in storages.requests]
-        if (len(exact) == len(made) and all(e is not None for e in exact)
+        self.steady = False
+        if not (len(exact) == len(made) and all(e is not None for e in exact)
                 and all(nbytes <= _TORCH_OUTPUT_MAX for nbytes, _ in storages.requests)
                 and all(shares[k] == -1 and tensors[k] is capsules[k] for k in made)):  # the tensors PyTorch made
+            return
+        if not self.symbols.sources and all(kind != _SIZE for kind, _ in self.input_sources):
             self.steady = [(tuple(shape), _contiguous_strides(shape), torch_dtype_of(dtype)) for dtype, shape in exact]
-            if _TORCH_BRIDGE is not None:
-                sources = [src for _, src in self.input_sources]  # argument indices, or constants
-                self.fast = self.compiled.steady_call(_TORCH_BRIDGE, sources, [list(e) for e in exact],
-                                                      self.returned_inputs)
-        else:
-            self.steady = False
+        elif not all(_contiguous_at_every_size(v) for v in _output_tensor_vals(self.gm)):
+            return
+        if _TORCH_BRIDGE is not None:
+            # Argument indices, constants, and sizes as ("size", dim).
+            sources = [("size", src.dim) if kind == _SIZE else src for kind, src in self.input_sources]
+            symbols = [(src[1], src[2] if src[0] == "size" else -1)
+                       for _, src in sorted(self.symbols.sources.items())]
+            self.fast = self.compiled.steady_call(_TORCH_BRIDGE, sources, symbols, self.returned_inputs,
+                                                  min(_TORCH_OUTPUT_MAX, 2 ** 62))
 
     def _run_steady(self, args):
         """[Note: the steady call] The outputs made by PyTorch before the plan runs, handed to it
@@ -831,6 +863,29 @@ class _EagerLayouts:
             return fns
         ints = [f if isinstance(f, int) else int(f(values)) for f in fns]
         return ints[:rank], tuple(ints[rank:2 * rank]), ints[2 * rank]
+
+
+def _output_tensor_vals(gm):
+    """The meta values of the graph's tensor outputs."""
+    out = [n for n in gm.graph.nodes if n.op == "output"][0]
+    results = out.args[0] if isinstance(out.args[0], (list, tuple)) else [out.args[0]]
+    return [r.meta.get("val") for r in results if isinstance(r, torch.fx.Node) and _is_tensor_node(r)]
+
+
+def _contiguous_at_every_size(val):
+    """Whether a tensor's strides are the contiguous ones, at offset 0, whatever values its sizes'
+    symbols take (a stride that only happens to equal them at one size does not count)."""
+    if not isinstance(val, torch.Tensor):
+        return False
+    expr = lambda v: sympy.sympify(v.node.expr if isinstance(v, torch.SymInt) else v)  # noqa: E731
+    if expr(val.storage_offset()) != 0:
+        return False
+    expected = sympy.Integer(1)
+    for size, stride in reversed(list(zip(val.shape, val.stride()))):
+        if sympy.expand(expr(stride) - expected) != 0:
+            return False
+        expected = expected * expr(size)
+    return True
 
 
 def _as_eager(tensors, group, unshare, layouts, values, layout_matters=True):

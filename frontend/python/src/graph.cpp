@@ -183,9 +183,9 @@ class CompiledGraph {
   }
 
   // The steady call made in C++ through the torch bridge (steady_call.h).
-  SteadyCall steady_call(const py::capsule& bridge, const py::list& sources, const py::list& outputs,
-                         const std::vector<std::pair<int, int>>& returned) const {
-    return SteadyCall(plan_, bridge, sources, outputs, returned);
+  SteadyCall steady_call(const py::capsule& bridge, const py::list& sources, const std::vector<std::pair<int, int>>& symbols,
+                         const std::vector<std::pair<int, int>>& returned, size_t max_output_bytes) const {
+    return SteadyCall(plan_, bridge, sources, symbols, returned, max_output_bytes);
   }
 
   py::dict info() const {
@@ -337,8 +337,8 @@ void register_graph(py::module_& m) {
            py::arg("static_plan_mb") = py::none())
       .def("run", &CompiledGraph::run, py::arg("inputs"), py::arg("symbols"), py::arg("output_storages") = py::none())
       .def("run_given", &CompiledGraph::run_given, py::arg("inputs"), py::arg("output_storages"))
-      .def("steady_call", &CompiledGraph::steady_call, py::arg("bridge"), py::arg("sources"), py::arg("outputs"),
-           py::arg("returned"))
+      .def("steady_call", &CompiledGraph::steady_call, py::arg("bridge"), py::arg("sources"), py::arg("symbols"),
+           py::arg("returned"), py::arg("max_output_bytes"))
       .def_property_readonly("info", &CompiledGraph::info)
       .def_property_readonly("plan", &CompiledGraph::plan)
       .def_property_readonly("mode_summary", &CompiledGraph::mode_text);

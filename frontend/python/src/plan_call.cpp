@@ -61,6 +61,7 @@ std::vector<std::shared_ptr<Storage>> bind_given(const GivenBuffers& given, cons
 }
 
 py::handle given_tensor(const std::vector<GivenOutput>& given_outputs, size_t k, const Array& output) {
+  if (!output.is_contiguous()) return py::handle();  // the caller's tensor is contiguous
   for (const GivenOutput& g : given_outputs)
     if (g.output == static_cast<int>(k) && g.storage == output.storage().get() && g.data == output.data()) return g.tensor;
   return py::handle();

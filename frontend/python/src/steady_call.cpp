@@ -8,6 +8,7 @@
 #include "convert.h"
 #include "ir/error.h"
 #include "plan_call.h"
+#include "runtime/kernels/kernel.h"
 
 namespace py = pybind11;
 
@@ -24,11 +25,74 @@ Array borrowed(const TorchTensorView& v) {
   return Array(v.dtype, std::move(shape), std::move(strides), 0, std::move(storage));
 }
 
+// A size's value as a 0-d array of the input's dtype, as torch.tensor(value, dtype=...) makes
+// it; an empty array for a dtype this path does not make.
+Array size_array(DType dtype, int64_t value) {
+  Array a = Array::empty(dtype, {});
+  switch (dtype) {
+    case DType::Int64: *static_cast<int64_t*>(a.data()) = value; return a;
+    case DType::Int32: *static_cast<int32_t*>(a.data()) = static_cast<int32_t>(value); return a;
+    case DType::Float32: *static_cast<float*>(a.data()) = static_cast<float>(value); return a;
+    case DType::Float64: *static_cast<double*>(a.data()) = static_cast<double>(value); return a;
+    default: return Array();
+  }
+}
+
+// An output buffer at these sizes that is not exactly one output, or larger than PyTorch's
+// outputs may be (EMBER_TORCH_OUTPUT_MAX_MB in ember/_translate.py): the call goes the long way.
+struct TheLongWay {};
+
+// The tensors the bridge made for a call's outputs, in the plan's order; each wrapped for the
+// caller once the plan has run, or discarded.
+struct MadeOutputs {
+  struct Made {
+    int output;
+    const Storage* storage;
+    void* handle;
+  };
+  const TorchBridge* bridge;
+  size_t max_bytes;
+  std::vector<Made> made;
+  ~MadeOutputs() {
+    for (const Made& m : made)
+      if (m.handle) bridge->discard(m.handle);
+  }
+
+  // Without the GIL, as the plan asks.
+  std::vector<std::shared_ptr<Storage>> allocate(const std::vector<OutputBuffer>& buffers) {
+    std::vector<std::shared_ptr<Storage>> out;
+    for (const OutputBuffer& b : buffers) {
+      if (b.output < 0 || b.bytes > max_bytes) throw TheLongWay{};
+      std::vector<int64_t> strides = Array::contiguous_strides(b.shape);
+      void* data = nullptr;
+      void* handle = bridge->allocate(b.dtype, static_cast<int64_t>(b.shape.size()), b.shape.data(), strides.data(), &data);
+      if (!handle) EMBER_THROW(OutOfMemory, "[steady call] PyTorch could not allocate output ", b.output, " (", b.bytes, " bytes)");
+      out.push_back(std::make_shared<Storage>(data, b.bytes, [] {}));
+      made.push_back({b.output, out.back().get(), handle});
+    }
+    return out;
+  }
+
+  // With the GIL: output k's tensor when it is the one made for it, else an empty object.
+  py::object take(size_t k, const Array& output) {
+    for (Made& m : made) {
+      if (m.output != static_cast<int>(k) || m.storage != output.storage().get() || !m.handle) continue;
+      if (!output.is_contiguous() || output.data() != output.storage()->data) break;  // not the tensor's layout
+      PyObject* t = bridge->wrap(m.handle);
+      m.handle = nullptr;
+      if (!t) throw py::error_already_set();
+      return py::reinterpret_steal<py::object>(t);
+    }
+    return py::object();
+  }
+};
+
 }  // namespace
 
 SteadyCall::SteadyCall(std::shared_ptr<const GraphPlan> plan, const py::capsule& bridge, const py::list& sources,
-                       const py::list& outputs, const std::vector<std::pair<int, int>>& returned)
-    : plan_(std::move(plan)), returned_(returned) {
+                       const std::vector<std::pair<int, int>>& symbols, const std::vector<std::pair<int, int>>& returned,
+                       size_t max_output_bytes)
+    : plan_(std::move(plan)), symbols_(symbols), returned_(returned), max_output_bytes_(max_output_bytes) {
   bridge_ = static_cast<const TorchBridge*>(PyCapsule_GetPointer(bridge.ptr(), kTorchBridgeCapsule));
   if (!bridge_) throw py::error_already_set();
   if (bridge_->version != kTorchBridgeVersion)
@@ -36,64 +100,99 @@ SteadyCall::SteadyCall(std::shared_ptr<const GraphPlan> plan, const py::capsule&
   const Graph& g = plan_->plan().graph();
   if (sources.size() != g.inputs().size())
     EMBER_THROW(Value, "[steady call] the graph takes ", g.inputs().size(), " inputs, not ", sources.size());
+  if (symbols.size() != g.symbols().size())
+    EMBER_THROW(Value, "[steady call] the graph has ", g.symbols().size(), " symbols, not ", symbols.size());
   for (size_t i = 0; i < g.inputs().size(); ++i) {
     const TensorType& t = g.inputs()[i]->type();
-    if (!is_static(t.shape)) EMBER_THROW(Value, "[steady call] input ", i, " has symbolic sizes");
     input_types_.push_back(t);
-    input_shapes_.push_back(evaluate(t.shape, {}));
+    static_input_.push_back(is_static(t.shape));
+    static_shapes_.push_back(static_input_.back() ? evaluate(t.shape, {}) : std::vector<int64_t>());
     py::handle s = sources[i];
-    if (PyLong_Check(s.ptr())) min_args_ = std::max(min_args_, s.cast<Py_ssize_t>() + 1);
-    sources_.push_back(PyLong_Check(s.ptr()) ? Source{s.cast<int>(), py::object()}
-                                             : Source{-1, py::reinterpret_borrow<py::object>(s)});
+    if (PyTuple_Check(s.ptr())) {  // ("size", dim)
+      py::list dim;
+      dim.append(s[py::int_(1)]);
+      sources_.push_back(Source{-1, py::object(), shape_arg(dim)});
+      continue;
+    }
+    bool is_arg = PyLong_Check(s.ptr());
+    if (is_arg) min_args_ = std::max(min_args_, s.cast<Py_ssize_t>() + 1);
+    sources_.push_back(is_arg ? Source{s.cast<int>(), py::object(), {}} : Source{-1, py::reinterpret_borrow<py::object>(s), {}});
   }
-  for (py::handle o : outputs) {
-    auto pair = o.cast<py::tuple>();
-    std::vector<int64_t> shape = pair[1].cast<std::vector<int64_t>>();
-    outputs_.push_back({dtype_arg(pair[0].cast<std::string>()), shape, Array::contiguous_strides(shape)});
+  for (const auto& [arg, dim] : symbols_) min_args_ = std::max<Py_ssize_t>(min_args_, arg + 1);
+  for (const auto& [output, arg] : returned_) min_args_ = std::max<Py_ssize_t>(min_args_, arg + 1);
+}
+
+// Each symbol's value from the call's arguments; false when an argument is not what it was.
+bool SteadyCall::take_symbols(PyObject* args, SymbolValues& symbols) const {
+  symbols.resize(symbols_.size());
+  for (size_t s = 0; s < symbols_.size(); ++s) {
+    auto [arg, dim] = symbols_[s];
+    PyObject* object = PyList_GET_ITEM(args, arg);
+    if (dim < 0) {
+      if (!PyLong_CheckExact(object)) return false;
+      symbols[s] = PyLong_AsLongLong(object);
+      if (symbols[s] == -1 && PyErr_Occurred()) throw py::error_already_set();
+      continue;
+    }
+    TorchTensorView view;
+    if (!bridge_->view(object, &view) || dim >= view.ndim) return false;
+    symbols[s] = view.sizes[dim];
   }
-  for (const auto& [output, arg] : returned_)
-    min_args_ = std::max<Py_ssize_t>(min_args_, arg + 1);
+  return true;
 }
 
 // The inputs as arrays over the caller's memory; false when one is not a plain tensor.
-bool SteadyCall::take_inputs(PyObject* args, std::vector<Array>& arrays) const {
+bool SteadyCall::take_inputs(PyObject* args, std::vector<Array>& arrays, SymbolValues& symbols) const {
+  if (!take_symbols(args, symbols)) return false;
   arrays.reserve(sources_.size());
   for (size_t i = 0; i < sources_.size(); ++i) {
     const Source& s = sources_[i];
+    if (!s.size.empty()) {
+      arrays.push_back(size_array(input_types_[i].dtype, evaluate(s.size, symbols)[0]));
+      if (!arrays.back().defined()) return false;
+      continue;
+    }
     PyObject* object = s.arg < 0 ? s.constant.ptr() : PyList_GET_ITEM(args, s.arg);
     TorchTensorView view;
     if (!bridge_->view(object, &view)) return false;
     arrays.push_back(borrowed(view));
-    if (arrays.back().dtype() != input_types_[i].dtype || arrays.back().shape() != input_shapes_[i])
-      check_input(i, input_types_[i], arrays.back(), {});  // raises its error
+    const Array& a = arrays.back();
+    if (!static_input_[i] || a.dtype() != input_types_[i].dtype || a.shape() != static_shapes_[i])
+      check_input(i, input_types_[i], a, symbols);  // raises its error
   }
   return true;
 }
 
 py::object SteadyCall::operator()(const py::handle& args) const {
   std::vector<Array> arrays;
-  if (!PyList_Check(args.ptr()) || PyList_GET_SIZE(args.ptr()) < min_args_ || !take_inputs(args.ptr(), arrays))
+  SymbolValues symbols;
+  if (!PyList_Check(args.ptr()) || PyList_GET_SIZE(args.ptr()) < min_args_ || !take_inputs(args.ptr(), arrays, symbols))
     return py::none();
-  GivenBuffers given;
-  for (const Output& o : outputs_) {
-    PyObject* made = bridge_->empty_strided(o.dtype, static_cast<int64_t>(o.shape.size()), o.shape.data(), o.strides.data());
-    if (!made) throw py::error_already_set();
-    given.tensors.push_back(py::reinterpret_steal<py::object>(made));
-    TorchTensorView view;
-    bridge_->view(made, &view);  // a new plain tensor
-    given.arrays.push_back(borrowed(view));
+  MadeOutputs made{bridge_, max_output_bytes_, {}};
+  OutputStorages storages = [&](const std::vector<OutputBuffer>& buffers) { return made.allocate(buffers); };
+  std::vector<Array> outputs;
+  try {
+    outputs = run_plan(*plan_, arrays, symbols, storages);
+  } catch (const TheLongWay&) {
+    return py::none();  // asked for before any step ran
   }
-  std::vector<GivenOutput> given_outputs;
-  OutputStorages storages = [&](const std::vector<OutputBuffer>& buffers) {
-    return bind_given(given, buffers, given_outputs);
-  };
-  std::vector<Array> outputs = run_plan(*plan_, arrays, {}, storages);
   py::list results;
   for (size_t k = 0; k < outputs.size(); ++k) {
-    py::handle t = given_tensor(given_outputs, k, outputs[k]);
+    py::object t = made.take(k, outputs[k]);
     for (const auto& [output, arg] : returned_)
-      if (output == static_cast<int>(k)) t = PyList_GET_ITEM(args.ptr(), arg);  // the caller's own object
-    if (!t) EMBER_THROW(Internal, "[steady call] output ", k, " is neither a tensor made for it nor an input");
+      if (output == static_cast<int>(k)) t = py::reinterpret_borrow<py::object>(PyList_GET_ITEM(args.ptr(), arg));
+    if (!t) {  // memory the plan holds or shares at these sizes (a constant, a view): the caller's own copy
+      const std::vector<int64_t>& shape = outputs[k].shape();
+      std::vector<int64_t> strides = Array::contiguous_strides(shape);
+      void* data = nullptr;
+      void* handle = bridge_->allocate(outputs[k].dtype(), static_cast<int64_t>(shape.size()), shape.data(), strides.data(), &data);
+      if (!handle) EMBER_THROW(OutOfMemory, "[steady call] PyTorch could not allocate output ", k);
+      size_t bytes = static_cast<size_t>(outputs[k].numel()) * itemsize(outputs[k].dtype());
+      kernels::copy_into(outputs[k], Array(outputs[k].dtype(), shape, strides, 0, std::make_shared<Storage>(data, bytes, [] {})));
+      PyObject* wrapped = bridge_->wrap(handle);
+      if (!wrapped) throw py::error_already_set();
+      t = py::reinterpret_steal<py::object>(wrapped);
+    }
     results.append(t);
   }
   return std::move(results);

@@ -17,35 +17,40 @@ namespace ember::python {
 class SteadyCall {
  public:
   // `bridge`: ember._torch_bridge.api. `sources`: for each input of the plan, the index of the
-  // call's argument it is, or a tensor (a constant of the graph). `outputs`: for each buffer the
-  // plan asks the caller for, in the plan's order, (dtype name, shape): each is one output, made
-  // contiguous. `returned`: (output, argument) pairs, inputs the graph returns as they are.
+  // call's argument it is, a tensor (a constant of the graph), or ("size", dim): a 0-d tensor of
+  // that dim's value (an int or a polynomial of the symbols). `symbols`: for each symbol of
+  // the plan, (argument, dim) when it is that tensor argument's size, (argument, -1) when it is
+  // that int argument. `returned`: (output, argument) pairs, inputs the graph returns as they are.
+  // `max_output_bytes`: the largest output PyTorch's allocator makes.
   SteadyCall(std::shared_ptr<const GraphPlan> plan, const pybind11::capsule& bridge, const pybind11::list& sources,
-             const pybind11::list& outputs, const std::vector<std::pair<int, int>>& returned);
+             const std::vector<std::pair<int, int>>& symbols, const std::vector<std::pair<int, int>>& returned,
+             size_t max_output_bytes);
 
-  // The outputs as tensors; None, having run nothing, when an input is not a plain tensor (a
-  // subclass, a lazy negation, another device) or `args` not a list: the caller goes the long
-  // way. A ValueError or TypeError "[run] input ..." for an input of another dtype or shape.
+  // The outputs as tensors, each made by PyTorch's allocator as the plan asks for its memory;
+  // None, having run nothing, when the call is not one this path takes: an input that is not a
+  // plain tensor (a subclass, a lazy negation, another device), `args` not a list, or an output
+  // buffer at these sizes that is not exactly one output, or a larger one than PyTorch makes. A ValueError or TypeError
+  // "[run] input ..." for an input of another dtype or shape.
   pybind11::object operator()(const pybind11::handle& args) const;
 
  private:
   struct Source {
     int arg = -1;               // the call's argument, or
-    pybind11::object constant;  // a tensor of the graph's own
+    pybind11::object constant;  // a tensor of the graph's own, or
+    Shape size;                 // one dim: the value of a size
   };
-  struct Output {
-    DType dtype;
-    std::vector<int64_t> shape, strides;
-  };
-  bool take_inputs(PyObject* args, std::vector<Array>& arrays) const;
+  bool take_inputs(PyObject* args, std::vector<Array>& arrays, SymbolValues& symbols) const;
+  bool take_symbols(PyObject* args, SymbolValues& symbols) const;
 
   std::shared_ptr<const GraphPlan> plan_;
   const TorchBridge* bridge_;
   std::vector<Source> sources_;
+  std::vector<std::pair<int, int>> symbols_;
   std::vector<TensorType> input_types_;
-  std::vector<std::vector<int64_t>> input_shapes_;
-  std::vector<Output> outputs_;
+  std::vector<std::vector<int64_t>> static_shapes_;  // empty for an input of symbolic sizes
+  std::vector<char> static_input_;
   std::vector<std::pair<int, int>> returned_;
+  size_t max_output_bytes_;
   Py_ssize_t min_args_ = 0;  // arguments the call reads
 };
 

@@ -13,6 +13,7 @@
 #include <ATen/EmptyTensor.h>
 #include <torch/csrc/autograd/python_variable.h>
 
+#include <memory>
 #include <optional>
 #include <string>
 
@@ -80,18 +81,30 @@ bool view(PyObject* object, TorchTensorView* out) {
   return true;
 }
 
-PyObject* empty_strided(DType dtype, int64_t ndim, const int64_t* sizes, const int64_t* strides) {
+void* allocate(DType dtype, int64_t ndim, const int64_t* sizes, const int64_t* strides, void** data) {
   try {
-    at::Tensor t = at::detail::empty_strided_cpu(c10::IntArrayRef(sizes, ndim), c10::IntArrayRef(strides, ndim),
-                                                 torch_dtype(dtype));
-    return THPVariable_Wrap(std::move(t));
+    auto* t = new at::Tensor(at::detail::empty_strided_cpu(c10::IntArrayRef(sizes, ndim),
+                                                           c10::IntArrayRef(strides, ndim), torch_dtype(dtype)));
+    *data = t->numel() == 0 ? nullptr : t->data_ptr();
+    return t;
+  } catch (const std::exception&) {
+    return nullptr;
+  }
+}
+
+PyObject* wrap(void* handle) {
+  std::unique_ptr<at::Tensor> t(static_cast<at::Tensor*>(handle));
+  try {
+    return THPVariable_Wrap(std::move(*t));
   } catch (const std::exception& e) {
     PyErr_SetString(PyExc_RuntimeError, e.what());
     return nullptr;
   }
 }
 
-const TorchBridge kBridge = {kTorchBridgeVersion, view, empty_strided};
+void discard(void* handle) { delete static_cast<at::Tensor*>(handle); }
+
+const TorchBridge kBridge = {kTorchBridgeVersion, view, allocate, wrap, discard};
 
 PyModuleDef kModule = {PyModuleDef_HEAD_INIT, "_torch_bridge",
                        "PyTorch tensors read and made in C++ for ember._C's steady call", -1, nullptr};

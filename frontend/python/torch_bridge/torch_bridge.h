@@ -27,12 +27,17 @@ struct TorchBridge {
   // on the CPU, strided, of an ember dtype, without a lazy negation, conjugation or zero bit,
   // whose storage holds every element. False for anything else (the caller goes the long way).
   bool (*view)(PyObject* tensor, TorchTensorView* out);
-  // A new CPU tensor of this dtype, shape and strides (a new reference), or nullptr with a
-  // Python error set.
-  PyObject* (*empty_strided)(DType dtype, int64_t ndim, const int64_t* sizes, const int64_t* strides);
+  // A new CPU tensor of this dtype, shape and strides, made without the GIL (the plan asks for
+  // its outputs' memory while it runs): a handle to it, and its first element in `data`; nullptr
+  // when the allocation failed. Each handle goes to `wrap` or `discard` once.
+  void* (*allocate)(DType dtype, int64_t ndim, const int64_t* sizes, const int64_t* strides, void** data);
+  // With the GIL: the handle's tensor as a Python object (a new reference), or nullptr with a
+  // Python error set. The handle is consumed either way.
+  PyObject* (*wrap)(void* handle);
+  void (*discard)(void* handle);
 };
 
-inline constexpr int kTorchBridgeVersion = 1;
+inline constexpr int kTorchBridgeVersion = 2;
 inline constexpr const char* kTorchBridgeCapsule = "ember._torch_bridge.api";
 
 }  // namespace ember::python
