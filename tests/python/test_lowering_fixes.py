@@ -191,3 +191,20 @@ def test_index_add_in_bfloat16_sums_each_target_in_float32():
     assert report.graphs[0].lowered.get("aten.index_add.default") == 1
     put, _ = _lowered_without_warning(lambda x, s: x.index_put((index,), s, accumulate=True), x, src)
     assert_same(put, x.index_put((index,), src, accumulate=True), rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("fn", [
+    lambda x: x + torch.arange(x.shape[0]),                                 # end a size
+    lambda x: x[-1:] + torch.arange(x.shape[0] - 1, x.shape[0]),            # a position: start a size
+    lambda x: x[::2] * torch.arange(1, 2 * x.shape[0] + 1, 4, dtype=torch.int32),  # a step, int32
+], ids=["end", "position", "step"])
+def test_arange_over_sizes_is_lowered(fn):
+    """arange whose bounds are sizes (position ids from a cache length) was a torch call, which
+    keeps a graph off the steady call: it is lowered as a running count of ones."""
+    compiled = ember.compile(fn, dynamic=True, options={"strict": True})
+    for n in [5, 8, 3, 12]:
+        x = torch.randint(0, 9, (n,))
+        assert_same(compiled(x), fn(x))
+    (graph,) = report_of(compiled).graphs
+    assert not graph.torch_calls
+    assert any(op.startswith("aten.arange") for op in graph.lowered)
