@@ -229,3 +229,27 @@ def test_off_switch(monkeypatch, tmp_path):
     compiled = ember.compile(Small().eval())
     compiled(torch.randn(2, 6))
     assert report_of(compiled).warm == [] and entries(tmp_path) == []
+
+
+def test_a_class_made_inside_a_function_is_not_traced_for_the_warm_start(monkeypatch, tmp_path):
+    """Saved guards name the module's class, which pickle finds by name: a class made inside a
+    function cannot be saved, so its first call goes the ordinary way at once (no trace that
+    would fail), nothing is stored, and the call computes what eager does."""
+    monkeypatch.setenv("EMBER_CACHE_DIR", str(tmp_path))
+
+    class Local(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = torch.nn.Linear(6, 4)
+
+        def forward(self, x):
+            return self.lin(x).relu()
+
+    model = Local().eval()
+    compiled = ember.compile(model)
+    x = torch.randn(3, 6)
+    with torch.no_grad():
+        torch.testing.assert_close(compiled(x), model(x))
+    (warm,) = report_of(compiled).warm
+    assert warm["outcome"] == "not used: a class defined inside a function cannot be saved"
+    assert entries(tmp_path) == []

@@ -271,6 +271,12 @@ class WarmStart:
         if torch._inductor.config.force_disable_caches:
             return None  # aot_compile refuses to run
         start = time.perf_counter()
+        if "<locals>" in self.cls.__qualname__:
+            # Saved guards name the module's class, which pickle finds by name: aot_compile
+            # traced a class made inside a function (a test's, a notebook cell's) for about
+            # 0.3 s before its TypeError, on every first call.
+            self._note("", "not used: a class defined inside a function cannot be saved", start)
+            return None
         key = key_of(self.cls, self.settings, module, args, kwargs)
         payload = _C.cache_load(KIND, key)
         if payload is not None and payload.startswith(_NEGATIVE):
