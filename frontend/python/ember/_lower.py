@@ -689,7 +689,7 @@ def _scalar_tensor(cx, value, dtype=None, layout=None, device=None, pin_memory=N
 def _arange(cx, *args, dtype=None, layout=None, device=None, pin_memory=None):
     start, end, step = (0, args[0], 1) if len(args) == 1 else (args[0], args[1], args[2] if len(args) > 2 else 1)
     if any(isinstance(v, sympy.Expr) for v in (start, end, step)):
-        return _arange_of_sizes(cx, start, end, step, dtype)
+        return _arange_of_sizes(cx, start, step)
     for v in (start, end, step):
         if not isinstance(v, (int, float)):
             raise Unsupported("arange bounds that are sizes")
@@ -701,19 +701,21 @@ def _arange(cx, *args, dtype=None, layout=None, device=None, pin_memory=None):
                                 "dtype": ember_dtype(dtype)})
 
 
-def _arange_of_sizes(cx, start, end, step, dtype):
+def _arange_of_sizes(cx, start, step):
     """An integer arange whose bounds are sizes (positions from a cache length): start + step * i
     for i below the node's symbolic length, i a running count of ones (exact in int64). The
     attributes of ember's arange are numbers, not dims."""
-    floats = any(isinstance(v, float) for v in (start, end, step))  # PyTorch's result is then a float
-    if not isinstance(step, int) or floats or dtype not in (None, torch.int64, torch.int32):
+    result_dtype = cx.node.meta["val"].dtype  # a float bound (a float of sizes) makes it a float
+    if not isinstance(step, int) or result_dtype not in (torch.int64, torch.int32):
         raise Unsupported("arange over sizes of a float dtype, or with a step that is a size")
+    if isinstance(start, int) and abs(start) > 2 ** 53:
+        raise Unsupported("arange bounds past 2^53, which ember's float attributes do not hold exactly")
     (length,) = cx.node.meta["val"].shape
     count = cx.op("cumsum", [cx.full([length], 1, "i64")], {"axis": 0})
     # The count starts at 1.
     first = cx.size_input(start - step, "i64") if isinstance(start, sympy.Expr) else cx.full([], start - step, "i64")
     out = cx.op("add", [first, cx.op("mul", [count, cx.full([], step, "i64")])])
-    return cx.op("cast", [out], {"dtype": "i32"}) if dtype == torch.int32 else out
+    return cx.op("cast", [out], {"dtype": "i32"}) if result_dtype == torch.int32 else out
 
 
 @lowering("aten.hardtanh.default")

@@ -550,8 +550,9 @@ class CompiledFx:
         if self.on_pytorch is not None:
             return self.on_pytorch(args)
         try:
-            if self.fast is not None:
-                tensors = self.fast(args)
+            fast = self.fast  # read once: a fall-back on another thread may clear it
+            if fast is not None:
+                tensors = fast(args)
                 if tensors is not None:  # None: an input the C++ call does not read (a subclass, ...)
                     if self.outputs_are_tensors:
                         return tensors

@@ -183,9 +183,9 @@ class CompiledGraph {
   }
 
   // The steady call made in C++ through the torch bridge (steady_call.h).
-  SteadyCall steady_call(const py::capsule& bridge, const py::list& sources, const std::vector<std::pair<int, int>>& symbols,
+  std::unique_ptr<SteadyCall> steady_call(const py::capsule& bridge, const py::list& sources, const std::vector<std::pair<int, int>>& symbols,
                          const std::vector<std::pair<int, int>>& returned, size_t max_output_bytes) const {
-    return SteadyCall(plan_, bridge, sources, symbols, returned, max_output_bytes);
+    return std::make_unique<SteadyCall>(plan_, bridge, sources, symbols, returned, max_output_bytes);
   }
 
   py::dict info() const {

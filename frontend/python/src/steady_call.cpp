@@ -31,7 +31,10 @@ Array size_array(DType dtype, int64_t value) {
   Array a = Array::empty(dtype, {});
   switch (dtype) {
     case DType::Int64: *static_cast<int64_t*>(a.data()) = value; return a;
-    case DType::Int32: *static_cast<int32_t*>(a.data()) = static_cast<int32_t>(value); return a;
+    case DType::Int32:
+      if (value != static_cast<int32_t>(value)) return Array();  // torch.tensor would refuse it: the long way
+      *static_cast<int32_t*>(a.data()) = static_cast<int32_t>(value);
+      return a;
     case DType::Float32: *static_cast<float*>(a.data()) = static_cast<float>(value); return a;
     case DType::Float64: *static_cast<double*>(a.data()) = static_cast<double>(value); return a;
     default: return Array();
@@ -168,13 +171,18 @@ py::object SteadyCall::operator()(const py::handle& args) const {
   SymbolValues symbols;
   if (!PyList_Check(args.ptr()) || PyList_GET_SIZE(args.ptr()) < min_args_ || !take_inputs(args.ptr(), arrays, symbols))
     return py::none();
+  if (declined(symbols)) return py::none();
   MadeOutputs made{bridge_, max_output_bytes_, {}};
   OutputStorages storages = [&](const std::vector<OutputBuffer>& buffers) { return made.allocate(buffers); };
   std::vector<Array> outputs;
   try {
     outputs = run_plan(*plan_, arrays, symbols, storages);
   } catch (const TheLongWay&) {
-    return py::none();  // asked for before any step ran
+    // Asked for before any step ran. The plan had taken its binding for these sizes, which the
+    // throw lost (a static plan binds them again): the sizes are remembered, and their next
+    // calls go the long way at once.
+    remember_declined(symbols);
+    return py::none();
   }
   py::list results;
   for (size_t k = 0; k < outputs.size(); ++k) {
@@ -196,6 +204,17 @@ py::object SteadyCall::operator()(const py::handle& args) const {
     results.append(t);
   }
   return std::move(results);
+}
+
+bool SteadyCall::declined(const SymbolValues& symbols) const {
+  std::lock_guard<std::mutex> lock(declined_mu_);
+  return std::find(declined_.begin(), declined_.end(), symbols) != declined_.end();
+}
+
+void SteadyCall::remember_declined(const SymbolValues& symbols) const {
+  std::lock_guard<std::mutex> lock(declined_mu_);
+  if (declined_.size() == kDeclinedKept) declined_.erase(declined_.begin());
+  declined_.push_back(symbols);
 }
 
 void register_steady_call(py::module_& m) {

@@ -6,6 +6,7 @@
 #include <pybind11/pybind11.h>
 
 #include <memory>
+#include <mutex>
 #include <utility>
 #include <vector>
 
@@ -41,6 +42,9 @@ class SteadyCall {
   };
   bool take_inputs(PyObject* args, std::vector<Array>& arrays, SymbolValues& symbols) const;
   bool take_symbols(PyObject* args, SymbolValues& symbols) const;
+  bool declined(const SymbolValues& symbols) const;
+  void remember_declined(const SymbolValues& symbols) const;
+  static constexpr size_t kDeclinedKept = 64;  // the latest sizes declined
 
   std::shared_ptr<const GraphPlan> plan_;
   const TorchBridge* bridge_;
@@ -51,6 +55,8 @@ class SteadyCall {
   std::vector<char> static_input_;
   std::vector<std::pair<int, int>> returned_;
   size_t max_output_bytes_;
+  mutable std::mutex declined_mu_;
+  mutable std::vector<SymbolValues> declined_;  // sizes whose outputs this path cannot make
   Py_ssize_t min_args_ = 0;  // arguments the call reads
 };
 

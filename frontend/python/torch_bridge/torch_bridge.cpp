@@ -65,8 +65,8 @@ bool storage_holds_elements(const at::Tensor& t) {
   return static_cast<size_t>(last + 1) * t.element_size() <= t.storage().nbytes();
 }
 
-bool view(PyObject* object, TorchTensorView* out) {
-  if (!THPVariable_CheckExact(object)) return false;
+// The tensor's memory and layout, where `view` may read them.
+bool read(PyObject* object, TorchTensorView* out) {
   const at::Tensor& t = THPVariable_Unpack(object);
   if (!t.defined() || !t.has_storage() || t.device().type() != c10::DeviceType::CPU || t.layout() != c10::kStrided ||
       t.is_neg() || t.is_conj() || t._is_zerotensor())
@@ -79,6 +79,15 @@ bool view(PyObject* object, TorchTensorView* out) {
   out->strides = t.strides().data();
   out->dtype = *dtype;
   return true;
+}
+
+bool view(PyObject* object, TorchTensorView* out) {
+  if (!THPVariable_CheckExact(object)) return false;
+  try {
+    return read(object, out);
+  } catch (const std::exception&) {
+    return false;  // a tensor whose sizes or memory cannot be read so (a wrapper of another kind)
+  }
 }
 
 void* allocate(DType dtype, int64_t ndim, const int64_t* sizes, const int64_t* strides, void** data) {
