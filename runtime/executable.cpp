@@ -295,7 +295,12 @@ std::vector<Array> Executable::run(std::span<const Array> inputs, const SymbolVa
   EMBER_CHECK(inputs.size() == graph_->inputs().size(), "executable called with ", inputs.size(), " inputs, takes ",
               graph_->inputs().size());
   int64_t allocations_before = storage_allocations();
+  // EMBER_LOG=profile: the time of each step of this call, slowest first, and of its binding.
+  const bool profile = config::log_enabled("profile");
+  const auto call_start = std::chrono::steady_clock::now();
   Binding binding = take_binding(symbols, output_storages);
+  const double binding_us =
+      profile ? std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - call_start).count() : 0;
   std::vector<Array> values(slots_.size());
   for (size_t s = 0; s < slots_.size(); ++s) {
     if (slots_[s].home == Home::Input) values[s] = inputs[slots_[s].index];
@@ -305,8 +310,6 @@ std::vector<Array> Executable::run(std::span<const Array> inputs, const SymbolVa
   const std::vector<char> as_assumed =
       layout && !layout->assumed_inputs.empty() ? inputs_as_assumed(*layout, inputs) : std::vector<char>();
   std::vector<Array> args;
-  // EMBER_LOG=profile: the time of each step of this call, slowest first.
-  const bool profile = config::log_enabled("profile");
   std::vector<std::pair<double, size_t>> step_us;
   auto step_start = std::chrono::steady_clock::now();
   for (const Step& step : steps_) {
@@ -335,26 +338,31 @@ std::vector<Array> Executable::run(std::span<const Array> inputs, const SymbolVa
     }
     for (int s : step.release) values[s] = Array();
   }
-  if (profile && !steps_.empty()) {
+  if (profile && !steps_.empty())
     step_us.emplace_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - step_start).count(),
                          steps_.size() - 1);
-    log_profile(step_us);
-  }
   std::vector<Array> outputs;
   outputs.reserve(outputs_.size());
   for (int s : outputs_) outputs.push_back(values[s]);
   values.clear();
+  const auto give_back_start = std::chrono::steady_clock::now();
   if (output_storages) forget_callers_buffers(binding);
   give_back(std::move(binding));
+  if (profile && !steps_.empty())
+    log_profile(step_us, binding_us,
+                std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - give_back_start).count());
   if (allocations) *allocations = storage_allocations() - allocations_before;
   return outputs;
 }
 
-void Executable::log_profile(std::vector<std::pair<double, size_t>> step_us) const {
+void Executable::log_profile(std::vector<std::pair<double, size_t>> step_us, double binding_us,
+                             double give_back_us) const {
   std::sort(step_us.rbegin(), step_us.rend());
   double total = 0;
   for (const auto& [us, i] : step_us) total += us;
-  std::string text = std::to_string(steps_.size()) + " steps in " + std::to_string(static_cast<int64_t>(total)) + " us";
+  std::string text = std::to_string(steps_.size()) + " steps in " + std::to_string(static_cast<int64_t>(total)) +
+                     " us; binding " + std::to_string(static_cast<int64_t>(binding_us)) + " us, giving back " +
+                     std::to_string(static_cast<int64_t>(give_back_us)) + " us";
   // Where the time went by kind of step, largest first: the generated kernels together, the
   // others by op.
   std::map<std::string, std::pair<double, int>> kinds;

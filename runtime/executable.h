@@ -190,7 +190,8 @@ class Executable {
   bool adopt_storages(Binding& binding) const;
   static size_t bucket_bytes(size_t bytes);
   void bind_destinations(Binding& binding, const std::vector<bool>& fresh) const;
-  void log_profile(std::vector<std::pair<double, size_t>> step_us) const;
+  // `binding_us`: taking the call's binding (buffers, destinations); `give_back_us`: keeping it.
+  void log_profile(std::vector<std::pair<double, size_t>> step_us, double binding_us, double give_back_us) const;
   static void run_kernel(const Step& step, const std::vector<Array>& args, const std::vector<Array>& destinations);
   // Runs `step`, leaving its results in `destinations` where they are buffers; returns them.
   std::vector<Array> run_one(const Step& step, const std::vector<Array>& args, const std::vector<Array>& destinations,

@@ -224,6 +224,7 @@ def test_profile_log_says_where_each_call_spent_its_time(monkeypatch, capfd):
     assert "[ember:profile]" in log, log
     summary = log[log.index("steps in"):].splitlines()[0]
     total = int(re.match(r"steps in (\d+) us", summary).group(1))
+    assert re.search(r"; binding \d+ us, giving back \d+ us", summary), summary  # the time around the steps
     kinds = {name: (int(us), int(n)) for name, us, n in re.findall(r"(?:\(|, )([a-z_ ]+) (\d+) us in (\d+)", summary)}
     assert "generated kernels" in kinds and ("linear" in kinds or "matmul" in kinds), summary
     assert abs(sum(us for us, _ in kinds.values()) - total) <= len(kinds), summary  # each kind rounds down
