@@ -306,7 +306,7 @@ std::vector<Array> Executable::run(std::span<const Array> inputs, const SymbolVa
     if (slots_[s].home == Home::Input) values[s] = inputs[slots_[s].index];
     if (slots_[s].home == Home::Constant) values[s] = constants_[slots_[s].index];
   }
-  const Layout* layout = binding.layout.get();
+  const Layout* layout = binding.layout && views_resolved(*binding.layout) ? binding.layout.get() : nullptr;
   const std::vector<char> as_assumed =
       layout && !layout->assumed_inputs.empty() ? inputs_as_assumed(*layout, inputs) : std::vector<char>();
   std::vector<Array> args;
@@ -503,10 +503,22 @@ std::shared_ptr<const Executable::Layout> Executable::layout_for(const SymbolVal
       layout->sizes[b] = std::max(layout->sizes[b], checked_nbytes(op_name(slots_[s].value.node->op), layout->shapes[s], t.dtype));
     }
   }
-  resolve_views(*layout);
   std::lock_guard<std::mutex> lock(layout_mu_);
   last_layout_ = layout;
   return layout;
+}
+
+// Whether this call may use the layout's resolved views: from its second call on. A size met
+// once (each step of a decode, whose cache length grows) runs its views as steps, which costs
+// less than resolving them: GPT-2's decode step spent 137 us resolving, once per step.
+bool Executable::views_resolved(const Layout& layout) const {
+  if (layout.views_ready.load(std::memory_order_acquire)) return true;
+  if (layout.calls.fetch_add(1, std::memory_order_relaxed) == 0) return false;
+  std::call_once(layout.views_once, [&] {
+    resolve_views(layout);
+    layout.views_ready.store(true, std::memory_order_release);
+  });
+  return true;
 }
 
 // [Note: views resolved per layout]
@@ -519,11 +531,12 @@ std::shared_ptr<const Executable::Layout> Executable::layout_for(const SymbolVal
 // its input. A view of a graph input is resolved assuming the input contiguous at offset 0 (a
 // parameter, a plain tensor), and a call whose input is laid out otherwise runs the step. A
 // view that copies (a reshape that cannot view its input) is not resolved, nor anything after it.
-void Executable::resolve_views(Layout& layout) const {
+// Resolving costs more than running the views once (stand-ins for every buffer, the view
+// kernels through the interpreter), so a layout resolves on its second call (views_resolved).
+void Executable::resolve_views(const Layout& layout) const {
   static char stand_in alignas(64)[64];  // the stand-ins' memory: view kernels read no element
-  auto stand_in_for = [&](int s) {
+  auto stand_in_for = [&](int s, const std::vector<int64_t>& shape) {
     const TensorType& t = slots_[s].value.type();
-    const std::vector<int64_t>& shape = layout.shapes[s];
     size_t bytes = 0;
     try {
       bytes = checked_nbytes("input", shape, t.dtype);
@@ -535,18 +548,21 @@ void Executable::resolve_views(Layout& layout) const {
   };
   std::vector<Array> geometry(slots_.size());
   std::vector<int> root_input(slots_.size(), -1);
+  std::vector<int> slot_of_input(graph_->inputs().size(), -1);
   for (size_t s = 0; s < slots_.size(); ++s) {
     if (slots_[s].home == Home::Input) {
+      std::vector<int64_t> shape;
       try {
-        layout.shapes[s] = evaluate(slots_[s].value.type().shape, layout.symbols);
+        shape = evaluate(slots_[s].value.type().shape, layout.symbols);
       } catch (const std::exception&) {
         continue;  // a size the call does not bind: views of this input run as steps
       }
-      geometry[s] = stand_in_for(static_cast<int>(s));
+      geometry[s] = stand_in_for(static_cast<int>(s), shape);
       root_input[s] = slots_[s].index;
+      slot_of_input[slots_[s].index] = static_cast<int>(s);
     }
     if (slots_[s].home == Home::Constant) geometry[s] = constants_[slots_[s].index];
-    if (slots_[s].home == Home::Buffer) geometry[s] = stand_in_for(static_cast<int>(s));
+    if (slots_[s].home == Home::Buffer) geometry[s] = stand_in_for(static_cast<int>(s), layout.shapes[s]);
   }
   layout.views.resize(steps_.size());
   layout.view_input.assign(steps_.size(), -1);
@@ -569,10 +585,12 @@ void Executable::resolve_views(Layout& layout) const {
       geometry[step.outputs[k]] = a;
       root_input[step.outputs[k]] = root_input[step.inputs[0]];
     }
-    layout.view_input[i] = root_input[step.inputs[0]];
-    if (layout.view_input[i] >= 0 && std::find(layout.assumed_inputs.begin(), layout.assumed_inputs.end(),
-                                               layout.view_input[i]) == layout.assumed_inputs.end())
-      layout.assumed_inputs.push_back(layout.view_input[i]);
+    const int assumed = layout.view_input[i] = root_input[step.inputs[0]];
+    if (assumed >= 0 && std::find(layout.assumed_inputs.begin(), layout.assumed_inputs.end(), assumed) ==
+                            layout.assumed_inputs.end()) {
+      layout.assumed_inputs.push_back(assumed);
+      layout.assumed_shapes.push_back(geometry[slot_of_input[assumed]].shape());
+    }
   }
 }
 
@@ -580,9 +598,10 @@ void Executable::resolve_views(Layout& layout) const {
 // layout's shape); only the inputs some resolution assumes are looked at.
 std::vector<char> Executable::inputs_as_assumed(const Layout& layout, std::span<const Array> inputs) const {
   std::vector<char> as_assumed(inputs.size(), 0);
-  for (int i : layout.assumed_inputs) {
+  for (size_t k = 0; k < layout.assumed_inputs.size(); ++k) {
+    const int i = layout.assumed_inputs[k];
     const Array& a = inputs[i];
-    as_assumed[i] = a.offset() == 0 && a.shape() == layout.shapes[i] && a.is_contiguous();
+    as_assumed[i] = a.offset() == 0 && a.shape() == layout.assumed_shapes[k] && a.is_contiguous();
   }
   return as_assumed;
 }

@@ -15,6 +15,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <atomic>
 #include <memory>
 #include <mutex>
 #include <span>
@@ -167,12 +168,19 @@ class Executable {
     SymbolValues symbols;
     std::vector<std::vector<int64_t>> shapes;  // per slot (buffer and input slots only)
     std::vector<size_t> sizes;                 // per buffer, in bytes
-    std::vector<std::vector<ResolvedView>> views;  // per step: its outputs where resolved, else empty
-    std::vector<int> view_input;  // per step: the input its resolution assumes contiguous at offset 0, or -1
-    std::vector<int> assumed_inputs;  // the inputs some resolution assumes so
+    // The views, resolved on the layout's second call (views_resolved): written once, under
+    // views_once, and read once views_ready says so.
+    mutable std::vector<std::vector<ResolvedView>> views;  // per step: its outputs where resolved, else empty
+    mutable std::vector<int> view_input;  // per step: the input its resolution assumes contiguous at offset 0, or -1
+    mutable std::vector<int> assumed_inputs;  // the inputs some resolution assumes so
+    mutable std::vector<std::vector<int64_t>> assumed_shapes;  // and the shape it assumes of each
+    mutable std::atomic<int> calls{0};
+    mutable std::atomic<bool> views_ready{false};
+    mutable std::once_flag views_once;
   };
   std::shared_ptr<const Layout> layout_for(const SymbolValues& symbols) const;
-  void resolve_views(Layout& layout) const;
+  bool views_resolved(const Layout& layout) const;
+  void resolve_views(const Layout& layout) const;
   std::vector<char> inputs_as_assumed(const Layout& layout, std::span<const Array> inputs) const;
   bool run_resolved_view(int index, const Layout* layout, const std::vector<char>& as_assumed,
                          std::vector<Array>& values) const;
