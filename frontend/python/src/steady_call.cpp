@@ -8,6 +8,7 @@
 #include "convert.h"
 #include "ir/error.h"
 #include "plan_call.h"
+#include "runtime/allocator.h"
 #include "runtime/kernels/kernel.h"
 
 namespace py = pybind11;
@@ -41,6 +42,17 @@ Array size_array(DType dtype, int64_t value) {
   }
 }
 
+// A new contiguous PyTorch tensor, made without the GIL, as an array over its memory; `handle`
+// receives the tensor, for the bridge's wrap or discard.
+Array new_tensor(const TorchBridge* bridge, DType dtype, const std::vector<int64_t>& shape, void*& handle) {
+  std::vector<int64_t> strides = Array::contiguous_strides(shape);
+  void* data = nullptr;
+  handle = bridge->allocate(dtype, static_cast<int64_t>(shape.size()), shape.data(), strides.data(), &data);
+  size_t bytes = checked_nbytes("steady call", shape, dtype);
+  if (!handle) EMBER_THROW(OutOfMemory, "[steady call] PyTorch could not allocate an output of ", bytes, " bytes");
+  return Array(dtype, shape, std::move(strides), 0, std::make_shared<Storage>(data, bytes, [] {}));
+}
+
 // An output buffer at these sizes that is not exactly one output, or larger than PyTorch's
 // outputs may be (EMBER_TORCH_OUTPUT_MAX_MB in ember/_translate.py): the call goes the long way.
 struct TheLongWay {};
@@ -66,11 +78,8 @@ struct MadeOutputs {
     std::vector<std::shared_ptr<Storage>> out;
     for (const OutputBuffer& b : buffers) {
       if (b.output < 0 || b.bytes > max_bytes) throw TheLongWay{};
-      std::vector<int64_t> strides = Array::contiguous_strides(b.shape);
-      void* data = nullptr;
-      void* handle = bridge->allocate(b.dtype, static_cast<int64_t>(b.shape.size()), b.shape.data(), strides.data(), &data);
-      if (!handle) EMBER_THROW(OutOfMemory, "[steady call] PyTorch could not allocate output ", b.output, " (", b.bytes, " bytes)");
-      out.push_back(std::make_shared<Storage>(data, b.bytes, [] {}));
+      void* handle = nullptr;
+      out.push_back(new_tensor(bridge, b.dtype, b.shape, handle).storage());
       made.push_back({b.output, out.back().get(), handle});
     }
     return out;
@@ -190,13 +199,8 @@ py::object SteadyCall::operator()(const py::handle& args) const {
     for (const auto& [output, arg] : returned_)
       if (output == static_cast<int>(k)) t = py::reinterpret_borrow<py::object>(PyList_GET_ITEM(args.ptr(), arg));
     if (!t) {  // memory the plan holds or shares at these sizes (a constant, a view): the caller's own copy
-      const std::vector<int64_t>& shape = outputs[k].shape();
-      std::vector<int64_t> strides = Array::contiguous_strides(shape);
-      void* data = nullptr;
-      void* handle = bridge_->allocate(outputs[k].dtype(), static_cast<int64_t>(shape.size()), shape.data(), strides.data(), &data);
-      if (!handle) EMBER_THROW(OutOfMemory, "[steady call] PyTorch could not allocate output ", k);
-      size_t bytes = static_cast<size_t>(outputs[k].numel()) * itemsize(outputs[k].dtype());
-      kernels::copy_into(outputs[k], Array(outputs[k].dtype(), shape, strides, 0, std::make_shared<Storage>(data, bytes, [] {})));
+      void* handle = nullptr;
+      kernels::copy_into(outputs[k], new_tensor(bridge_, outputs[k].dtype(), outputs[k].shape(), handle));
       PyObject* wrapped = bridge_->wrap(handle);
       if (!wrapped) throw py::error_already_set();
       t = py::reinterpret_steal<py::object>(wrapped);
