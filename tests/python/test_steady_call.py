@@ -436,3 +436,45 @@ def test_sizes_used_as_values_are_made_by_the_c_call(monkeypatch):
     live = graph._callable()
     assert any(kind == _translate._SIZE for kind, _ in live.input_sources), "the graph has an input made from sizes"
     assert live.fast is not None and len(long_calls) == 1
+
+
+def test_the_steady_call_with_aliased_arguments_and_an_input_returned_twice():
+    """One tensor passed as both arguments and changed in place, and an input handed back twice:
+    each settled call does what eager does, to the arguments and to the outputs' identities."""
+    compiled = ember.compile(lambda x, y: x.mul_(2).add(y))
+    for _ in range(4):
+        t, t_eager = torch.ones(5), torch.ones(5)
+        torch.testing.assert_close(compiled(t, t), t_eager.mul_(2).add(t_eager))
+        torch.testing.assert_close(t, t_eager)
+    twice = ember.compile(lambda x: (x, x * 2, x))
+    x = torch.randn(4)
+    for _ in range(4):
+        a, b, c = twice(x)
+        assert a is x and c is x
+        torch.testing.assert_close(b, x * 2)
+
+
+def test_sixteen_threads_share_a_c_steady_call_over_symbolic_sizes():
+    """Threads calling one compiled graph at different sizes at once: each gets its own result."""
+    import threading
+
+    fn = lambda x, w: (torch.tanh(x @ w) + 1).sum(-1)  # noqa: E731
+    compiled = ember.compile(fn, dynamic=True)
+    w = torch.randn(16, 16)
+    for n in [3, 4, 5]:
+        compiled(torch.randn(n, 16), w)
+    wrong = []
+
+    def work(i):
+        g = torch.Generator().manual_seed(i)
+        for k in range(50):
+            x = torch.randn(2 + (i + k) % 9, 16, generator=g)
+            if not torch.allclose(compiled(x, w), fn(x, w), atol=1e-4):
+                wrong.append(i)
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(16)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not wrong
