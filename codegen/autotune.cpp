@@ -298,7 +298,8 @@ Space step_space(const Executable& exec, int step) {
   } else if (is_float32_gemm(exec.step_node(step))) {
     space.push_back(gemm_routes({GemmRoute::OneDnn, GemmRoute::Blas}));
   } else if (is_blocked_attention(exec.step_node(step))) {
-    space.push_back(gemm_routes({GemmRoute::Blas}));  // its default is oneDNN
+    // Its default is the own tiles where the CPU runs them, else oneDNN.
+    space.push_back(gemm_routes({GemmRoute::OneDnn, GemmRoute::Blas}));
     space.push_back({"query_block", {0, 16, 32, 128}});
     space.push_back({"key_block", {0, 64, 128, 512}});
   } else {

@@ -11,6 +11,7 @@
 #include <limits>
 #include <vector>
 
+#include "runtime/kernels/attention_tiles.h"
 #include "runtime/kernels/kernel.h"
 #include "runtime/kernels/mkl.h"
 #include "runtime/step_settings.h"
@@ -26,8 +27,10 @@ namespace ember::kernels {
 // its values, is added on. The scores are never written out whole (the decomposition into two
 // matmuls around a row softmax wrote and read L x S of them), and a causal block stops at the
 // diagonal, which halves the arithmetic. Blocks of queries are independent: they are split over
-// the thread pool, each running single-threaded GEMMs on its tiles: oneDNN's sgemm, which runs on
-// one thread inside the pool's OpenMP region. Measured on one thread here, it did 86 GFLOP/s on
+// the thread pool, each running single-threaded GEMMs on its tiles. Where the CPU has AVX-512
+// those are ember's own ([Note: attention's own tiles] in attention_tiles.cpp, 1.2-1.4x the
+// library's at 128-2048 tokens on two threads); elsewhere, or when max-autotune asks for a
+// library, oneDNN's sgemm, which runs on one thread inside the pool's OpenMP region. Measured on one thread here, it did 86 GFLOP/s on
 // these tiles and OpenBLAS 59-79; 128 x 128 tiles took 6.5 ms for a causal [4, 8, 256, 64]
 // and 64 x 256 ones 4.4 (eager: 5.9). Those are the defaults; max-autotune measures other tiles
 // and the tiles' GEMM library (PyTorch's MKL, OpenBLAS) per step (runtime/step_settings.h).
@@ -44,7 +47,7 @@ constexpr int64_t kQueryBlock = 64, kKeyBlock = 256;
 // the calling thread (the pool's threads do not see them).
 struct Tiling {
   int64_t queries = kQueryBlock, keys = kKeyBlock;
-  GemmRoute gemm = GemmRoute::Auto;  // Auto and OneDnn: oneDNN
+  GemmRoute gemm = GemmRoute::Auto;  // Auto: the own tiles where they run, else oneDNN
 };
 
 Tiling tiling_of(const StepSettings& settings) {
@@ -95,9 +98,7 @@ void sgemm(GemmRoute route, bool trans_b, int64_t m, int64_t n, int64_t k, const
   EMBER_CHECK(status == dnnl_success, "oneDNN's sgemm failed with status ", static_cast<int>(status));
 }
 
-struct RowState {
-  float max, sum;
-};
+using tiles::RowState;
 
 // One query row of a tile: scores scaled and masked (keys from `causal_end` on are hidden),
 // then replaced by their exponentials against the row's new running max. Returns the factor
@@ -147,31 +148,65 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) float tile_row(floa
   return alpha;
 }
 
+// The keys of one batch entry transposed for the own tiles (tiles::pack_keys), packed once per
+// entry on each thread; `from` is the keys' data they were packed from.
+struct PackedKeys {
+  std::vector<float> data;
+  int64_t E = 0;
+  const float* from = nullptr;
+
+  void pack(const AttentionShape& a, const float* k, int64_t ldk) {
+    if (from == k) return;  // entries that share their keys (a broadcast head) pack them once
+    data.resize(a.E * tiles::padded_keys(a.S));
+    tiles::pack_keys(k, ldk, a.S, a.E, data.data());
+    E = a.E;
+    from = k;
+  }
+  const float* panel_of(int64_t key) const { return data.data() + key * E; }  // key: a panel's first
+};
+
 // Queries [i0, i0 + nq) of one batch entry: q, k, v, mask and out point at that entry.
-// q, k and v point at the batch entry's first row, their rows ld* elements apart.
+// q, k and v point at the batch entry's first row, their rows ld* elements apart. With `kt`, the
+// entry's keys packed, the own tiles compute the scores and the weighted values; without, the
+// tiling's GEMM library does.
 void query_block(const AttentionShape& a, const Tiling& tiling, const float* q, int64_t ldq, const float* k,
-                 int64_t ldk, const float* v, int64_t ldv, const float* mask, float* out, int64_t i0, int64_t nq,
-                 std::vector<float>& tile, std::vector<float>& acc) {
-  const int64_t keys = tiling.keys;
-  tile.resize(tiling.queries * keys);
+                 int64_t ldk, const PackedKeys* kt, const float* v, int64_t ldv, const float* mask, float* out,
+                 int64_t i0, int64_t nq, std::vector<float>& tile, std::vector<float>& acc) {
+  const int64_t keys = tiling.keys, ldt = (keys + tiles::kPanel - 1) / tiles::kPanel * tiles::kPanel, lda = std::max<int64_t>(a.Ev, 1);
+  tile.resize(tiling.queries * ldt);
   acc.assign(nq * a.Ev, 0.0f);
   std::vector<RowState> rows(nq, RowState{-std::numeric_limits<float>::infinity(), 0.0f});
   int64_t kv_end = a.causal ? std::min(a.S, i0 + nq) : a.S;
   for (int64_t j0 = 0; j0 < kv_end; j0 += keys) {
     int64_t nk = std::min(keys, kv_end - j0);
-    sgemm(tiling.gemm, true, nq, nk, a.E, q + i0 * ldq, ldq, k + j0 * ldk, ldk, 0.0f, tile.data(), keys);
+    if (kt)
+      tiles::scores(q + i0 * ldq, ldq, kt->panel_of(j0), nq, nk, a.E, a.scale, tile.data(), ldt);
+    else
+      sgemm(tiling.gemm, true, nq, nk, a.E, q + i0 * ldq, ldq, k + j0 * ldk, ldk, 0.0f, tile.data(), ldt);
     for (int64_t i = 0; i < nq; ++i) {
+      float* row = tile.data() + i * ldt;
       const float* mask_row = mask ? mask + (i0 + i) * a.S + j0 : nullptr;
       int64_t causal_end = a.causal ? i0 + i + 1 - j0 : nk;
-      float alpha = tile_row(tile.data() + i * keys, nk, a.scale, mask_row, a.bool_mask, causal_end, rows[i]);
+      // The own tiles' scores come scaled.
+      float alpha = kt && !mask ? tiles::softmax_row(row, nk, causal_end, rows[i])
+                                : tile_row(row, nk, kt ? 1.0f : a.scale, mask_row, a.bool_mask, causal_end, rows[i]);
       if (alpha != 1.0f)
         for (int64_t e = 0; e < a.Ev; ++e) acc[i * a.Ev + e] *= alpha;
     }
-    sgemm(tiling.gemm, false, nq, a.Ev, nk, tile.data(), keys, v + j0 * ldv, ldv, 1.0f,
-          acc.data(), std::max<int64_t>(a.Ev, 1));
+    if (kt)
+      tiles::weighted_values(tile.data(), ldt, v + j0 * ldv, ldv, nq, nk, a.Ev, acc.data(), lda);
+    else
+      sgemm(tiling.gemm, false, nq, a.Ev, nk, tile.data(), ldt, v + j0 * ldv, ldv, 1.0f, acc.data(), lda);
   }
   for (int64_t i = 0; i < nq; ++i)
     for (int64_t e = 0; e < a.Ev; ++e) out[(i0 + i) * a.Ev + e] = acc[i * a.Ev + e] / rows[i].sum;
+}
+
+// Whether a call's tiles are the own ones: the CPU runs them, no GEMM library was asked for, and
+// key blocks are whole panels, and each entry has queries enough to pay for its keys' packing (decoding's single query reads each
+// key once: the library's GEMV does that without a copy).
+bool own_tiles(const AttentionShape& a, const Tiling& tiling) {
+  return tiling.gemm == GemmRoute::Auto && a.L >= 16 && tiling.keys % tiles::kPanel == 0 && tiles::available();
 }
 
 }  // namespace
@@ -181,12 +216,15 @@ void blocked_attention(const AttentionShape& a, const AttentionInput& q, const A
   OpenMPThreads threads;  // a loop that runs serially calls oneDNN outside ember's region
   const Tiling tiling = tiling_of(current_step_settings());
   const int64_t blocks = (a.L + tiling.queries - 1) / tiling.queries;
+  const bool own = own_tiles(a, tiling);
   parallel_for(a.count * blocks, 1, [&](int64_t lo, int64_t hi) {
     std::vector<float> tile, acc;
+    PackedKeys kt;
     for (int64_t item = lo; item < hi; ++item) {
       int64_t bi = item / blocks, i0 = item % blocks * tiling.queries;
-      query_block(a, tiling, q.entry(bi), q.row_stride, k.entry(bi), k.row_stride, v.entry(bi), v.row_stride,
-                  mask ? mask + bi * a.L * a.S : nullptr, out + bi * a.L * a.Ev, i0,
+      if (own) kt.pack(a, k.entry(bi), k.row_stride);
+      query_block(a, tiling, q.entry(bi), q.row_stride, k.entry(bi), k.row_stride, own ? &kt : nullptr,
+                  v.entry(bi), v.row_stride, mask ? mask + bi * a.L * a.S : nullptr, out + bi * a.L * a.Ev, i0,
                   std::min(tiling.queries, a.L - i0), tile, acc);
     }
   });

@@ -112,6 +112,28 @@ TEST_CASE("blocked attention: other tiles and OpenBLAS compute the same", "[runt
   CHECK_THROWS(StepSettings::parse("query_block=0"));
 }
 
+// The own AVX-512 tiles (runtime/kernels/attention_tiles.h), the default where the CPU has them:
+// head and value widths across their vectors (masked last vectors, several column groups), key
+// blocks that end inside a panel, and the calls they leave to the library (few queries, key
+// blocks that are not whole panels).
+TEST_CASE("blocked attention: the own tiles over widths and blocks", "[runtime][attention]") {
+  for (auto [E, Ev] : {std::pair<int64_t, int64_t>{64, 64}, {80, 40}, {17, 72}, {128, 130}, {1, 16}}) {
+    for (auto [L, S] : {std::pair<int64_t, int64_t>{16, 33}, {100, 290}, {77, 64}}) {
+      for (bool causal : {false, true}) {
+        INFO("E " << E << ", Ev " << Ev << ", L " << L << ", S " << S << ", causal " << causal);
+        Tensor q = uniform({2, L, E}, 1, -1, 1), k = uniform({2, S, E}, 2, -1, 1), v = uniform({2, S, Ev}, 3, -1, 1);
+        check_attention(q, k, v, std::nullopt, causal);
+      }
+    }
+  }
+  Tensor q = uniform({2, 40, 64}, 4, -1, 1), k = uniform({2, 200, 64}, 5, -1, 1), v = uniform({2, 200, 64}, 6, -1, 1);
+  for (int key_block : {48, 100}) {  // not whole panels: the library's tiles
+    ScopedStepSettings scoped(StepSettings{.key_block = key_block});
+    check_attention(q, k, v, std::nullopt, true);
+  }
+  check_attention(slice(q, 1, 0, 15), k, v, std::nullopt, false);  // 15 queries: the library's GEMV
+}
+
 // Run by CTest as gemm_routes.mkl, with EMBER_MKL_LIBRARY set (tests/CMakeLists.txt).
 TEST_CASE("blocked attention: tiles through PyTorch's MKL", "[.mkl]") {
   REQUIRE(kernels::mkl_available());
