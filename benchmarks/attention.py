@@ -14,14 +14,18 @@ import platform
 import statistics
 import time
 
-# (name, batch, heads, tokens, head width, causal)
+# (name, batch, heads, tokens, head width, causal, padding mask): a padding mask is a bool
+# [batch, 1, 1, tokens] that hides the last tenth of the second sequence's keys, as a tokenizer's
+# attention mask becomes in transformers' models.
 SHAPES = [
-    ("BERT (bench size)", 4, 4, 128, 64, False),
-    ("ViT, 197 tokens", 8, 12, 197, 64, False),
-    ("GPT-2 prefill", 1, 12, 512, 64, True),
-    ("wav2vec2 (bench size)", 2, 4, 799, 64, False),
-    ("head width 128", 1, 8, 1024, 128, True),
-    ("2048 tokens", 1, 8, 2048, 64, True),
+    ("BERT (bench size)", 4, 4, 128, 64, False, False),
+    ("BERT, padding mask", 4, 4, 128, 64, False, True),
+    ("ViT, 197 tokens", 8, 12, 197, 64, False, False),
+    ("GPT-2 prefill", 1, 12, 512, 64, True, False),
+    ("wav2vec2 (bench size)", 2, 4, 799, 64, False, False),
+    ("wav2vec2, padding mask", 2, 4, 799, 64, False, True),
+    ("head width 128", 1, 8, 1024, 128, True, False),
+    ("2048 tokens", 1, 8, 2048, 64, True, False),
 ]
 
 
@@ -45,15 +49,17 @@ def main():
 
     torch.set_num_threads(args.threads)
     rows = []
-    for name, batch, heads, tokens, width, causal in SHAPES:
+    for name, batch, heads, tokens, width, causal, padded in SHAPES:
         # Each shape's function shares its code with the others': Dynamo would stop compiling it
         # after its limit of entries per code object, and run it eagerly.
         torch._dynamo.reset()
         torch.manual_seed(0)
         q, k, v = (torch.randn(batch, heads, tokens, width) for _ in range(3))
+        mask = torch.ones(batch, 1, 1, tokens, dtype=torch.bool)
+        mask[-1, ..., tokens - tokens // 10:] = False
 
-        def attend(q, k, v, causal=causal):
-            return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+        def attend(q, k, v, causal=causal, mask=mask if padded else None):
+            return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal)
 
         fns = {"eager": attend, "torch.compile": torch.compile(attend), "ember": ember.compile(attend)}
         with torch.no_grad():

@@ -170,8 +170,8 @@ struct PackedKeys {
 // entry's keys packed, the own tiles compute the scores and the weighted values; without, the
 // tiling's GEMM library does.
 void query_block(const AttentionShape& a, const Tiling& tiling, const float* q, int64_t ldq, const float* k,
-                 int64_t ldk, const PackedKeys* kt, const float* v, int64_t ldv, const float* mask, float* out,
-                 int64_t i0, int64_t nq, std::vector<float>& tile, std::vector<float>& acc) {
+                 int64_t ldk, const PackedKeys* kt, const float* v, int64_t ldv, const float* mask, int64_t ldm,
+                 float* out, int64_t i0, int64_t nq, std::vector<float>& tile, std::vector<float>& acc) {
   const int64_t keys = tiling.keys, ldt = (keys + tiles::kPanel - 1) / tiles::kPanel * tiles::kPanel, lda = std::max<int64_t>(a.Ev, 1);
   tile.resize(tiling.queries * ldt);
   acc.assign(nq * a.Ev, 0.0f);
@@ -185,11 +185,11 @@ void query_block(const AttentionShape& a, const Tiling& tiling, const float* q, 
       sgemm(tiling.gemm, true, nq, nk, a.E, q + i0 * ldq, ldq, k + j0 * ldk, ldk, 0.0f, tile.data(), ldt);
     for (int64_t i = 0; i < nq; ++i) {
       float* row = tile.data() + i * ldt;
-      const float* mask_row = mask ? mask + (i0 + i) * a.S + j0 : nullptr;
+      const float* mask_row = mask ? mask + (i0 + i) * ldm + j0 : nullptr;
       int64_t causal_end = a.causal ? i0 + i + 1 - j0 : nk;
       // The own tiles' scores come scaled.
-      float alpha = kt && !mask ? tiles::softmax_row(row, nk, causal_end, rows[i])
-                                : tile_row(row, nk, kt ? 1.0f : a.scale, mask_row, a.bool_mask, causal_end, rows[i]);
+      float alpha = kt ? tiles::softmax_row(row, nk, causal_end, mask_row, a.bool_mask, rows[i])
+                       : tile_row(row, nk, a.scale, mask_row, a.bool_mask, causal_end, rows[i]);
       if (alpha != 1.0f)
         for (int64_t e = 0; e < a.Ev; ++e) acc[i * a.Ev + e] *= alpha;
     }
@@ -212,7 +212,7 @@ bool own_tiles(const AttentionShape& a, const Tiling& tiling) {
 }  // namespace
 
 void blocked_attention(const AttentionShape& a, const AttentionInput& q, const AttentionInput& k,
-                       const AttentionInput& v, const float* mask, float* out) {
+                       const AttentionInput& v, const AttentionInput* mask, float* out) {
   OpenMPThreads threads;  // a loop that runs serially calls oneDNN outside ember's region
   const Tiling tiling = tiling_of(current_step_settings());
   const int64_t blocks = (a.L + tiling.queries - 1) / tiling.queries;
@@ -224,8 +224,8 @@ void blocked_attention(const AttentionShape& a, const AttentionInput& q, const A
       int64_t bi = item / blocks, i0 = item % blocks * tiling.queries;
       if (own) kt.pack(a, k.entry(bi), k.row_stride);
       query_block(a, tiling, q.entry(bi), q.row_stride, k.entry(bi), k.row_stride, own ? &kt : nullptr,
-                  v.entry(bi), v.row_stride, mask ? mask + bi * a.L * a.S : nullptr, out + bi * a.L * a.Ev, i0,
-                  std::min(tiling.queries, a.L - i0), tile, acc);
+                  v.entry(bi), v.row_stride, mask ? mask->entry(bi) : nullptr, mask ? mask->row_stride : 0,
+                  out + bi * a.L * a.Ev, i0, std::min(tiling.queries, a.L - i0), tile, acc);
     }
   });
 }

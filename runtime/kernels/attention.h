@@ -15,7 +15,7 @@ struct AttentionShape {
   bool bool_mask;  // the mask holds 0/1 (keep) rather than additive scores
 };
 
-// One of q, k and v as the tiles' GEMMs read it: batch entry bi's rows start at
+// One of q, k, v and the mask as the tiles read it: batch entry bi's rows start at
 // data + offsets[bi], `row_stride` elements apart, each row contiguous. A head's view of a fused
 // projection ([b, t, 3 * c] split and transposed) is read where it lies, with no copy.
 struct AttentionInput {
@@ -26,8 +26,9 @@ struct AttentionInput {
 };
 
 // out[count, L, Ev] = softmax(q k^T * scale + mask) v, with q [count, L, E], k [count, S, E],
-// v [count, S, Ev] as AttentionInputs, and the optional mask [count, L, S] and out contiguous.
+// v [count, S, Ev] and the optional mask [count, L, S] as AttentionInputs (a mask's rows may be
+// 0 apart: one row for every query), and out contiguous.
 void blocked_attention(const AttentionShape& a, const AttentionInput& q, const AttentionInput& k,
-                       const AttentionInput& v, const float* mask, float* out);
+                       const AttentionInput& v, const AttentionInput* mask, float* out);
 
 }  // namespace ember::kernels

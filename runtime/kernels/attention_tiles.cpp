@@ -30,7 +30,7 @@ namespace ember::kernels::tiles {
 // - weighted values: a block of 6 query rows by 64 value columns accumulates in 24 registers,
 //   each step one broadcast weight times four vectors of a value row (value rows are contiguous
 //   where they lie, so nothing is packed);
-// - a row's softmax without a mask is two vector passes (scale and max; exponential and sum),
+// - a row's softmax is two vector passes (its mask and max; exponential and sum),
 //   with the exponential of attention.cpp's exp_approx in vector form (within two ulps of expf).
 // Partial vectors (a width or a block that is not a multiple of 16) are masked loads and stores,
 // so any head width runs here. The accumulation order over the head width is that of a plain
@@ -210,16 +210,40 @@ EMBER_AVX512 void scores(const float* q, int64_t ldq, const float* kt, int64_t m
       score_fn(std::min(kScoreRows, m - i))(q + i * ldq, ldq, kt + j * E, E, scale, s + i * lds + j, lds);
 }
 
-EMBER_AVX512 float softmax_row(float* row, int64_t n, int64_t visible, RowState& state) {
+namespace {
+
+// The row's visible scores with its mask applied, written back; returns their max by lanes.
+EMBER_AVX512 __m512 masked_max(float* row, int64_t visible, const float* mask, bool bool_mask) {
+  const __m512 neg_inf = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
+  __m512 vmax = neg_inf;
+  for (int64_t j = 0; j < visible; j += 16) {
+    const __mmask16 m = first_lanes(visible - j);
+    __m512 s = _mm512_maskz_loadu_ps(m, row + j), w = _mm512_maskz_loadu_ps(m, mask + j);
+    s = bool_mask ? _mm512_mask_mov_ps(neg_inf, _mm512_cmp_ps_mask(w, _mm512_setzero_ps(), _CMP_NEQ_UQ), s)
+                  : _mm512_add_ps(s, w);
+    _mm512_mask_storeu_ps(row + j, m, s);
+    vmax = _mm512_mask_max_ps(vmax, m, s, vmax);
+  }
+  return vmax;
+}
+
+}  // namespace
+
+EMBER_AVX512 float softmax_row(float* row, int64_t n, int64_t visible, const float* mask, bool bool_mask,
+                               RowState& state) {
   const float neg_inf = -std::numeric_limits<float>::infinity();
   visible = std::clamp<int64_t>(visible, 0, n);
   const int64_t whole = visible / 16 * 16;  // columns in whole vectors, then one masked
   __m512 vmax = _mm512_set1_ps(neg_inf);
   // max(s, vmax) keeps vmax where s is NaN: a NaN score leaves the max as it was.
-  for (int64_t j = 0; j < whole; j += 16) vmax = _mm512_max_ps(_mm512_loadu_ps(row + j), vmax);
-  if (whole < visible) {
-    const __mmask16 m = first_lanes(visible - whole);
-    vmax = _mm512_mask_max_ps(vmax, m, _mm512_maskz_loadu_ps(m, row + whole), vmax);
+  if (mask) {
+    vmax = masked_max(row, visible, mask, bool_mask);
+  } else {
+    for (int64_t j = 0; j < whole; j += 16) vmax = _mm512_max_ps(_mm512_loadu_ps(row + j), vmax);
+    if (whole < visible) {
+      const __mmask16 m = first_lanes(visible - whole);
+      vmax = _mm512_mask_max_ps(vmax, m, _mm512_maskz_loadu_ps(m, row + whole), vmax);
+    }
   }
   const float tile_max = lanes_max(vmax);
   const float new_max = tile_max > state.max ? tile_max : state.max;
@@ -270,7 +294,7 @@ bool available() { return false; }
 int64_t padded_keys(int64_t S) { return S; }
 void pack_keys(const float*, int64_t, int64_t, int64_t, float*) {}
 void scores(const float*, int64_t, const float*, int64_t, int64_t, int64_t, float, float*, int64_t) {}
-float softmax_row(float*, int64_t, int64_t, RowState&) { return 1.0f; }
+float softmax_row(float*, int64_t, int64_t, const float*, bool, RowState&) { return 1.0f; }
 void weighted_values(const float*, int64_t, const float*, int64_t, int64_t, int64_t, int64_t, float*, int64_t) {}
 
 #endif

@@ -28,10 +28,11 @@ struct RowState {
   float max, sum;
 };
 
-// One row of scaled scores with no mask, columns from `visible` on hidden (a causal row),
-// replaced by their exponentials against the row's new running max; the row's n columns all
-// written. Returns the factor the row's earlier output and sum must be scaled by.
-float softmax_row(float* row, int64_t n, int64_t visible, RowState& state);
+// One row of scaled scores, columns from `visible` on hidden (a causal row), with the row's
+// optional mask (added, or with `bool_mask` 0/1, 0 hiding its column), replaced by their
+// exponentials against the row's new running max; the row's n columns all written. Returns the
+// factor the row's earlier output and sum must be scaled by.
+float softmax_row(float* row, int64_t n, int64_t visible, const float* mask, bool bool_mask, RowState& state);
 
 // acc[i * lda + c] += sum_{j < n} p[i * ldp + j] * v[j * ldv + c] for i < m and c < Ev.
 void weighted_values(const float* p, int64_t ldp, const float* v, int64_t ldv, int64_t m, int64_t n, int64_t Ev,

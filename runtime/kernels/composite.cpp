@@ -108,41 +108,55 @@ Array batch_norm(const Call& call) {
   return from_double(call, result);
 }
 
-// A float32 q, k or v over `batch` + [rows, cols], for the blocked kernel: read in place where
-// each row is contiguous and rows do not overlap (a head's transposed view of a projection),
-// else copied contiguous into `held`. The copies of the three were a sixth of a transformer
-// block's attention.
+// The offset of each batch entry of a view over `batch` + [rows, cols], from its index over the
+// batch dims and the view's strides.
+std::vector<int64_t> entry_offsets(const std::vector<int64_t>& batch, const std::vector<int64_t>& strides) {
+  int64_t count = 1;
+  for (int64_t d : batch) count *= d;
+  std::vector<int64_t> offsets(count);
+  for (int64_t bi = 0; bi < count; ++bi) {
+    int64_t rem = bi, offset = 0;
+    for (size_t d = batch.size(); d-- > 0;) {
+      offset += rem % batch[d] * strides[d];
+      rem /= batch[d];
+    }
+    offsets[bi] = offset;
+  }
+  return offsets;
+}
+
+// A float32 q, k, v or mask over `batch` + [rows, cols], for the blocked kernel: read in place
+// where each row is contiguous, else copied contiguous into `held`. The copies of q, k and v were
+// a sixth of a transformer block's attention. Their rows must not overlap (the GEMM libraries
+// refuse a leading dimension below a row); a mask's may (`shared_rows`): a padding mask [B, 1, 1,
+// S] is read as it is for every head and query, where expanding it to [B, H, L, S] wrote and read
+// L x S floats per head.
 AttentionInput attention_input(const Array& a, const std::vector<int64_t>& batch, int64_t rows, int64_t cols,
-                               std::vector<Array>& held) {
+                               std::vector<Array>& held, bool shared_rows = false) {
   std::vector<int64_t> shape = batch;
   shape.push_back(rows);
   shape.push_back(cols);
+  if (a.dtype() != DType::Float32) {  // a bool mask's 0/1 in its own shape, then broadcast as below
+    held.push_back(to_contiguous(a, DType::Float32));
+    return attention_input(held.back(), batch, rows, cols, held, shared_rows);
+  }
   Array view = a.view(shape, broadcast_strides(a, shape), a.offset());
   const std::vector<int64_t>& st = view.strides();
   const size_t r = shape.size();
-  int64_t count = 1;
-  for (int64_t d : batch) count *= d;
   AttentionInput in;
-  bool in_place = a.dtype() == DType::Float32 && cols >= 1 && (cols == 1 || st[r - 1] == 1) &&
-                  (rows <= 1 || st[r - 2] >= cols);
+  bool in_place = cols >= 1 && (cols == 1 || st[r - 1] == 1) && (rows <= 1 || st[r - 2] >= cols || shared_rows);
   if (!in_place) {
     held.push_back(to_contiguous(view, DType::Float32));
     in.data = held.back().data_as<float>();
     in.row_stride = std::max<int64_t>(cols, 1);
+    int64_t count = 1;
+    for (int64_t d : batch) count *= d;
     for (int64_t bi = 0; bi < count; ++bi) in.offsets.push_back(bi * rows * cols);
     return in;
   }
   in.data = view.data_as<float>();
-  in.row_stride = rows <= 1 ? cols : st[r - 2];
-  in.offsets.resize(count);
-  for (int64_t bi = 0; bi < count; ++bi) {  // the entry's offset from its index over the batch dims
-    int64_t rem = bi, offset = 0;
-    for (size_t d = batch.size(); d-- > 0;) {
-      offset += rem % batch[d] * st[d];
-      rem /= batch[d];
-    }
-    in.offsets[bi] = offset;
-  }
+  in.row_stride = rows <= 1 && !shared_rows ? cols : st[r - 2];
+  in.offsets = entry_offsets(batch, st);
   return in;
 }
 
@@ -158,12 +172,7 @@ Array attention_typed(const Call& call) {
     shape.push_back(cols);
     return to_contiguous(a.view(shape, broadcast_strides(a, shape), a.offset()), gt);
   };
-  Array mask;
-  bool bool_mask = false;
-  if (call.inputs.size() == 4) {
-    bool_mask = call.inputs[3].dtype() == DType::Bool;
-    mask = expanded(call.inputs[3], L, S);  // bool masks become 0/1 in the GEMM type
-  }
+  const bool has_mask = call.inputs.size() == 4, bool_mask = has_mask && call.inputs[3].dtype() == DType::Bool;
   bool causal = attr_bool(call.attrs, "causal");
   double scale = attr_float(call.attrs, "scale");
   if (scale == 0) scale = 1.0 / std::sqrt(static_cast<double>(E));
@@ -174,14 +183,17 @@ Array attention_typed(const Call& call) {
     if (S > 0) {  // no keys: the GEMM below gives zeros, which the blocked kernel would not
       AttentionShape shape{count, L, S, E, Ev, static_cast<float>(scale), causal, bool_mask};
       std::vector<Array> held;
-      held.reserve(3);  // the inputs point into these
+      held.reserve(6);  // the inputs point into these
       AttentionInput q = attention_input(q0, batch, L, E, held), k = attention_input(k0, batch, S, E, held),
-                     v = attention_input(v0, batch, S, Ev, held);
-      blocked_attention(shape, q, k, v, mask.defined() ? mask.data_as<float>() : nullptr, out.data_as<float>());
+                     v = attention_input(v0, batch, S, Ev, held), mask;
+      if (has_mask) mask = attention_input(call.inputs[3], batch, L, S, held, /*shared_rows=*/true);
+      blocked_attention(shape, q, k, v, has_mask ? &mask : nullptr, out.data_as<float>());
       return deliver(call, out);
     }
   }
   Array q = expanded(q0, L, E), k = expanded(k0, S, E), v = expanded(v0, S, Ev);
+  Array mask;  // bool masks become 0/1 in the GEMM type
+  if (has_mask) mask = expanded(call.inputs[3], L, S);
   std::vector<T> scores(static_cast<size_t>(L * S));
   for (int64_t bi = 0; bi < count; ++bi) {
     gemm(q.data_as<T>() + bi * L * E, k.data_as<T>() + bi * S * E, scores.data(), L, S, E, true);

@@ -134,6 +134,23 @@ TEST_CASE("blocked attention: the own tiles over widths and blocks", "[runtime][
   check_attention(slice(q, 1, 0, 15), k, v, std::nullopt, false);  // 15 queries: the library's GEMV
 }
 
+TEST_CASE("blocked attention: masks read where they lie, one row for every query or transposed",
+          "[runtime][attention]") {
+  const int64_t B = 2, H = 3, L = 40, S = 300, E = 16;
+  Tensor q = uniform({B, H, L, E}, 1, -1, 1), k = uniform({B, H, S, E}, 2, -1, 1), v = uniform({B, H, S, E}, 3, -1, 1);
+  Tensor j = reshape(arange(0, S, 1, DType::Int64), {1, 1, 1, S});
+  Tensor b = reshape(arange(0, B, 1, DType::Int64), {B, 1, 1, 1});
+  // A padding mask [B, 1, 1, S]: batch entry b keeps its first S - 50 b keys, for every head and query.
+  Tensor keep = j < (b * -50 + S);
+  for (bool causal : {false, true}) {
+    check_attention(q, k, v, keep, causal);
+    check_attention(q, k, v, where(logical_not(keep), -INFINITY, uniform({B, 1, 1, S}, 5, -1, 0)), causal);
+  }
+  // A float mask whose rows are not contiguous (transposed [S, L] storage): copied, then read.
+  Tensor additive = transpose(uniform({B, 1, S, L}, 4, -2, 0), 2, 3);
+  check_attention(q, k, v, additive, false);
+}
+
 // Run by CTest as gemm_routes.mkl, with EMBER_MKL_LIBRARY set (tests/CMakeLists.txt).
 TEST_CASE("blocked attention: tiles through PyTorch's MKL", "[.mkl]") {
   REQUIRE(kernels::mkl_available());
