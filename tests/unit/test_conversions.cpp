@@ -66,3 +66,39 @@ TEST_CASE("copy_into: float32 to and from bfloat16 and float16, directly, as the
   check_round_trip(DType::BFloat16);
   check_round_trip(DType::Float16);
 }
+
+namespace {
+
+// The element of `a` at a multi-index, through its strides (data() is its element 0).
+float at(const Array& a, const std::vector<int64_t>& index) {
+  int64_t off = 0;
+  for (size_t d = 0; d < index.size(); ++d) off += index[d] * a.strides()[d];
+  return static_cast<const float*>(a.data())[off];
+}
+
+}  // namespace
+
+// copy_into merges dims whose strides allow it in both operands (and drops dims of size 1), so
+// rows run as long as the layouts do; every element must still land at its own place.
+TEST_CASE("copy_into: layouts whose dims merge, partly or not at all", "[kernels]") {
+  Array src = Array::empty(DType::Float32, {3, 4, 5, 6});
+  for (int64_t i = 0; i < src.numel(); ++i) src.data_as<float>()[i] = static_cast<float>(i);
+  auto check = [&](const Array& from, const Array& to) {
+    kernels::copy_into(from, to);
+    for (int64_t a = 0; a < from.shape()[0]; ++a)
+      for (int64_t b = 0; b < from.shape()[1]; ++b)
+        for (int64_t c = 0; c < from.shape()[2]; ++c)
+          for (int64_t d = 0; d < from.shape()[3]; ++d) REQUIRE(at(to, {a, b, c, d}) == at(from, {a, b, c, d}));
+  };
+  // Into a slot of a concat along dim 2 (dims 0-1 and 2-3 merge in both; 1-2 do not in the output).
+  Array cat = Array::zeros(DType::Float32, {3, 4, 7, 6});
+  check(src, kernels::narrow(cat, 2, 1, 5));
+  // From a permuted view (nothing merges), from a slice with a dim of size 1, into a strided view.
+  check(src.view({3, 4, 6, 5}, {120, 30, 1, 6}, 0), Array::zeros(DType::Float32, {3, 4, 6, 5}));
+  check(kernels::narrow(src, 1, 2, 1), Array::zeros(DType::Float32, {3, 1, 5, 6}));
+  Array wide = Array::zeros(DType::Float32, {3, 4, 5, 12});
+  check(src, wide.view({3, 4, 5, 6}, {240, 60, 12, 2}, 1));
+  // A broadcast source (stride 0) and an empty copy.
+  check(src.view({3, 4, 5, 6}, {0, 30, 6, 1}, 0), Array::zeros(DType::Float32, {3, 4, 5, 6}));
+  kernels::copy_into(Array::empty(DType::Float32, {3, 0, 5, 6}), Array::empty(DType::Float32, {3, 0, 5, 6}));
+}
