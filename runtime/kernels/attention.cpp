@@ -165,35 +165,44 @@ struct PackedKeys {
   const float* panel_of(int64_t key) const { return data.data() + key * E; }  // key: a panel's first
 };
 
+// How a call's tiles compute: through the tiling's GEMM library, or ember's own tiles (scores
+// from keys packed into panels, or, for a few queries, dot products with the keys where they lie).
+enum class TileWay { Library, Panels, Rows };
+
 // Queries [i0, i0 + nq) of one batch entry: q, k, v, mask and out point at that entry.
-// q, k and v point at the batch entry's first row, their rows ld* elements apart. With `kt`, the
-// entry's keys packed, the own tiles compute the scores and the weighted values; without, the
-// tiling's GEMM library does.
-void query_block(const AttentionShape& a, const Tiling& tiling, const float* q, int64_t ldq, const float* k,
-                 int64_t ldk, const PackedKeys* kt, const float* v, int64_t ldv, const float* mask, int64_t ldm,
-                 float* out, int64_t i0, int64_t nq, std::vector<float>& tile, std::vector<float>& acc) {
-  const int64_t keys = tiling.keys, ldt = (keys + tiles::kPanel - 1) / tiles::kPanel * tiles::kPanel, lda = std::max<int64_t>(a.Ev, 1);
+// q, k and v point at the batch entry's first row, their rows ld* elements apart; `kt` holds the
+// entry's keys packed when the way is Panels.
+void query_block(const AttentionShape& a, const Tiling& tiling, TileWay way, const float* q, int64_t ldq,
+                 const float* k, int64_t ldk, const PackedKeys& kt, const float* v, int64_t ldv, const float* mask,
+                 int64_t ldm, float* out, int64_t i0, int64_t nq, std::vector<float>& tile, std::vector<float>& acc) {
+  const int64_t keys = tiling.keys, ldt = (keys + tiles::kPanel - 1) / tiles::kPanel * tiles::kPanel;
+  const int64_t lda = std::max<int64_t>(a.Ev, 1);
+  const bool own = way != TileWay::Library;
   tile.resize(tiling.queries * ldt);
   acc.assign(nq * a.Ev, 0.0f);
   std::vector<RowState> rows(nq, RowState{-std::numeric_limits<float>::infinity(), 0.0f});
   int64_t kv_end = a.causal ? std::min(a.S, i0 + nq) : a.S;
   for (int64_t j0 = 0; j0 < kv_end; j0 += keys) {
     int64_t nk = std::min(keys, kv_end - j0);
-    if (kt)
-      tiles::scores(q + i0 * ldq, ldq, kt->panel_of(j0), nq, nk, a.E, a.scale, tile.data(), ldt);
-    else
+    if (way == TileWay::Panels) {
+      tiles::scores(q + i0 * ldq, ldq, kt.panel_of(j0), nq, nk, a.E, a.scale, tile.data(), ldt);
+    } else if (way == TileWay::Rows) {
+      for (int64_t i = 0; i < nq; ++i)
+        tiles::dot_scores(q + (i0 + i) * ldq, k + j0 * ldk, ldk, nk, a.E, a.scale, tile.data() + i * ldt);
+    } else {
       sgemm(tiling.gemm, true, nq, nk, a.E, q + i0 * ldq, ldq, k + j0 * ldk, ldk, 0.0f, tile.data(), ldt);
+    }
     for (int64_t i = 0; i < nq; ++i) {
       float* row = tile.data() + i * ldt;
       const float* mask_row = mask ? mask + (i0 + i) * ldm + j0 : nullptr;
       int64_t causal_end = a.causal ? i0 + i + 1 - j0 : nk;
       // The own tiles' scores come scaled.
-      float alpha = kt ? tiles::softmax_row(row, nk, causal_end, mask_row, a.bool_mask, rows[i])
-                       : tile_row(row, nk, a.scale, mask_row, a.bool_mask, causal_end, rows[i]);
+      float alpha = own ? tiles::softmax_row(row, nk, causal_end, mask_row, a.bool_mask, rows[i])
+                        : tile_row(row, nk, a.scale, mask_row, a.bool_mask, causal_end, rows[i]);
       if (alpha != 1.0f)
         for (int64_t e = 0; e < a.Ev; ++e) acc[i * a.Ev + e] *= alpha;
     }
-    if (kt)
+    if (own)
       tiles::weighted_values(tile.data(), ldt, v + j0 * ldv, ldv, nq, nk, a.Ev, acc.data(), lda);
     else
       sgemm(tiling.gemm, false, nq, a.Ev, nk, tile.data(), ldt, v + j0 * ldv, ldv, 1.0f, acc.data(), lda);
@@ -202,11 +211,14 @@ void query_block(const AttentionShape& a, const Tiling& tiling, const float* q, 
     for (int64_t e = 0; e < a.Ev; ++e) out[(i0 + i) * a.Ev + e] = acc[i * a.Ev + e] / rows[i].sum;
 }
 
-// Whether a call's tiles are the own ones: the CPU runs them, no GEMM library was asked for, and
-// key blocks are whole panels, and each entry has queries enough to pay for its keys' packing (decoding's single query reads each
-// key once: the library's GEMV does that without a copy).
-bool own_tiles(const AttentionShape& a, const Tiling& tiling) {
-  return tiling.gemm == GemmRoute::Auto && a.L >= 16 && tiling.keys % tiles::kPanel == 0 && tiles::available();
+// The own tiles where the CPU runs them and no GEMM library was asked for: keys packed into
+// panels where key blocks are whole panels and each entry has queries enough to pay for the
+// packing; else (a decoding step's one query) dot products with each key where it lies. The
+// library's per-call setup dominated the small GEMVs of a decoding step: 32 heads of 150 keys
+// took 100 us a layer through oneDNN.
+TileWay tile_way(const AttentionShape& a, const Tiling& tiling) {
+  if (tiling.gemm != GemmRoute::Auto || !tiles::available()) return TileWay::Library;
+  return a.L >= 16 && tiling.keys % tiles::kPanel == 0 ? TileWay::Panels : TileWay::Rows;
 }
 
 }  // namespace
@@ -216,15 +228,15 @@ void blocked_attention(const AttentionShape& a, const AttentionInput& q, const A
   OpenMPThreads threads;  // a loop that runs serially calls oneDNN outside ember's region
   const Tiling tiling = tiling_of(current_step_settings());
   const int64_t blocks = (a.L + tiling.queries - 1) / tiling.queries;
-  const bool own = own_tiles(a, tiling);
+  const TileWay way = tile_way(a, tiling);
   parallel_for(a.count * blocks, 1, [&](int64_t lo, int64_t hi) {
     std::vector<float> tile, acc;
     PackedKeys kt;
     for (int64_t item = lo; item < hi; ++item) {
       int64_t bi = item / blocks, i0 = item % blocks * tiling.queries;
-      if (own) kt.pack(a, k.entry(bi), k.row_stride);
-      query_block(a, tiling, q.entry(bi), q.row_stride, k.entry(bi), k.row_stride, own ? &kt : nullptr,
-                  v.entry(bi), v.row_stride, mask ? mask->entry(bi) : nullptr, mask ? mask->row_stride : 0,
+      if (way == TileWay::Panels) kt.pack(a, k.entry(bi), k.row_stride);
+      query_block(a, tiling, way, q.entry(bi), q.row_stride, k.entry(bi), k.row_stride, kt, v.entry(bi),
+                  v.row_stride, mask ? mask->entry(bi) : nullptr, mask ? mask->row_stride : 0,
                   out + bi * a.L * a.Ev, i0, std::min(tiling.queries, a.L - i0), tile, acc);
     }
   });

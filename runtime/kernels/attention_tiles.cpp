@@ -229,6 +229,19 @@ EMBER_AVX512 __m512 masked_max(float* row, int64_t visible, const float* mask, b
 
 }  // namespace
 
+EMBER_AVX512 void dot_scores(const float* q, const float* k, int64_t ldk, int64_t n, int64_t E, float scale,
+                             float* s) {
+  for (int64_t j = 0; j < n; ++j) {
+    const float* key = k + j * ldk;
+    __m512 acc = _mm512_setzero_ps();
+    for (int64_t e = 0; e < E; e += 16) {
+      const __mmask16 m = first_lanes(E - e);
+      acc = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, q + e), _mm512_maskz_loadu_ps(m, key + e), acc);
+    }
+    s[j] = scale * lanes_sum(acc);
+  }
+}
+
 EMBER_AVX512 float softmax_row(float* row, int64_t n, int64_t visible, const float* mask, bool bool_mask,
                                RowState& state) {
   const float neg_inf = -std::numeric_limits<float>::infinity();
@@ -294,6 +307,7 @@ bool available() { return false; }
 int64_t padded_keys(int64_t S) { return S; }
 void pack_keys(const float*, int64_t, int64_t, int64_t, float*) {}
 void scores(const float*, int64_t, const float*, int64_t, int64_t, int64_t, float, float*, int64_t) {}
+void dot_scores(const float*, const float*, int64_t, int64_t, int64_t, float, float*) {}
 float softmax_row(float*, int64_t, int64_t, const float*, bool, RowState&) { return 1.0f; }
 void weighted_values(const float*, int64_t, const float*, int64_t, int64_t, int64_t, int64_t, float*, int64_t) {}
 

@@ -23,6 +23,10 @@ void pack_keys(const float* k, int64_t ldk, int64_t S, int64_t E, float* kt);
 void scores(const float* q, int64_t ldq, const float* kt, int64_t m, int64_t n, int64_t E, float scale, float* s,
             int64_t lds);
 
+// s[j] = scale * sum_e q[e] * k[j * ldk + e] for j < n: one query's scores against keys where
+// they lie, for a few queries, whose keys are not worth packing.
+void dot_scores(const float* q, const float* k, int64_t ldk, int64_t n, int64_t E, float scale, float* s);
+
 // The running max and sum of one query row's softmax.
 struct RowState {
   float max, sum;

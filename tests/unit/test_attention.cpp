@@ -114,8 +114,8 @@ TEST_CASE("blocked attention: other tiles and OpenBLAS compute the same", "[runt
 
 // The own AVX-512 tiles (runtime/kernels/attention_tiles.h), the default where the CPU has them:
 // head and value widths across their vectors (masked last vectors, several column groups), key
-// blocks that end inside a panel, and the calls they leave to the library (few queries, key
-// blocks that are not whole panels).
+// blocks that end inside a panel, and the dot products with keys where they lie that take a few
+// queries (a decoding step) or key blocks that are not whole panels.
 TEST_CASE("blocked attention: the own tiles over widths and blocks", "[runtime][attention]") {
   for (auto [E, Ev] : {std::pair<int64_t, int64_t>{64, 64}, {80, 40}, {17, 72}, {128, 130}, {1, 16}}) {
     for (auto [L, S] : {std::pair<int64_t, int64_t>{16, 33}, {100, 290}, {77, 64}}) {
@@ -127,11 +127,13 @@ TEST_CASE("blocked attention: the own tiles over widths and blocks", "[runtime][
     }
   }
   Tensor q = uniform({2, 40, 64}, 4, -1, 1), k = uniform({2, 200, 64}, 5, -1, 1), v = uniform({2, 200, 64}, 6, -1, 1);
-  for (int key_block : {48, 100}) {  // not whole panels: the library's tiles
+  for (int key_block : {48, 100}) {  // not whole panels: dot products
     ScopedStepSettings scoped(StepSettings{.key_block = key_block});
     check_attention(q, k, v, std::nullopt, true);
   }
-  check_attention(slice(q, 1, 0, 15), k, v, std::nullopt, false);  // 15 queries: the library's GEMV
+  check_attention(slice(q, 1, 0, 15), k, v, std::nullopt, false);  // 15 queries: dot products
+  check_attention(slice(q, 1, 0, 1), k, v, std::nullopt, false);     // decoding's one
+  check_attention(slice(q, 1, 0, 3), slice(k, 1, 0, 3), slice(v, 1, 0, 3), std::nullopt, true);
 }
 
 TEST_CASE("blocked attention: masks read where they lie, one row for every query or transposed",
