@@ -67,6 +67,18 @@ def test_second_process_skips_tracing_and_aot_autograd(tmp_path, cache):
     assert warm["diff"] < 1e-5
 
 
+def test_new_sizes_after_a_loaded_entry_compile_as_often_as_in_the_cold_process(tmp_path, cache):
+    # Dynamo makes a size dynamic after compiling the frame at another one; a loaded entry's size is
+    # not in its records, so the warm process marks the changed dim itself: the second size compiles
+    # dynamic, as in the cold process, and the third is served by it.
+    model = write_model(tmp_path)
+    cold = child(cache, model, "--then-batches", "4,5,6")
+    warm = child(cache, model, "--then-batches", "4,5,6")
+    assert cold["warm"] == ["traced and stored"] and warm["warm"] == ["loaded"], (cold, warm)
+    assert warm["graphs"] == cold["graphs"] == 2, (cold, warm)
+    assert warm["diff"] < 1e-5 and warm["marked_inputs"] == [], warm  # no mark left on the caller's tensors
+
+
 def test_training_step_from_a_loaded_entry(tmp_path, cache):
     model = write_model(tmp_path)
     assert child(cache, model, "--train")["warm"] == ["traced and stored"]

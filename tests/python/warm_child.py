@@ -3,7 +3,7 @@ it with ember, calls it once (and a training step with --train) and prints what 
 JSON: the warm start's outcome, whether Dynamo traced or AOTAutograd ran, the difference from
 eager.
 
-    python warm_child.py MODEL_FILE [--train] [--torch-version V] [--batch N]
+    python warm_child.py MODEL_FILE [--train] [--torch-version V] [--batch N] [--then-batches N,M,...]
 """
 import argparse
 import importlib.util
@@ -39,6 +39,7 @@ def main():
     parser.add_argument("--train", action="store_true")
     parser.add_argument("--torch-version")
     parser.add_argument("--batch", type=int, default=3)
+    parser.add_argument("--then-batches", default="", help="inference calls at these batch sizes after the first")
     args = parser.parse_args()
     warnings.simplefilter("ignore")
     if args.torch_version:
@@ -64,7 +65,15 @@ def main():
     else:
         with torch.no_grad():
             out["diff"] = (compiled(x) - model(x)).abs().max().item()
+    marked = []  # inputs that kept a dynamic-dim mark after the call
+    for n in [int(b) for b in args.then_batches.split(",") if b]:
+        with torch.no_grad():
+            x = torch.randn(n, source.WIDTH)
+            out["diff"] = max(out["diff"], (compiled(x) - model(x)).abs().max().item())
+            marked += [n] if hasattr(x, "_dynamo_weak_dynamic_indices") else []
+    out["marked_inputs"] = marked
     report = report_of(compiled)
+    out["graphs"] = len(report.graphs)
     out["warm"] = [w["outcome"] for w in report.warm]
     out["aot_autograd_calls"] = counts.get("__call__", 0)
     out["dynamo_frames"] = sum(torch._dynamo.utils.counters["frames"].values())

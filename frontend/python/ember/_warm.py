@@ -18,7 +18,11 @@ through aot_compile, stores it, and serves. Anything that route cannot do (a gra
 guard or object that does not serialize) sends the module the ordinary way (torch.compile's
 lazy Dynamo) and is stored as a negative entry, so later processes do not try again. Calls that
 the first entry's guards refuse (new sizes, the training flag flipped) go the ordinary way too,
-where Dynamo's automatic dynamic sizes apply: only a module's first kind of call is warm.
+where Dynamo's automatic dynamic sizes apply: only a module's first kind of call is warm. Dynamo
+makes a size dynamic once it has compiled the frame at another one, and a loaded entry's sizes are
+not in its records: a warm process compiled the second size static and the third dynamic, one
+compile more than the cold process. So the first ordinary call marks the dims whose sizes differ
+from the entry's as dynamic (maybe_mark_dynamic, taken off the caller's tensors afterwards).
 
 Guards that cannot be saved are left out, as PyTorch's own aot_compile does: object identities
 (ID_MATCH and its kin) and the contents of the forward's closure (a decorator's); the key and
@@ -223,6 +227,12 @@ def _lean_aot_compile(files):
 
 # --- a compiled module's forward -------------------------------------------------------------
 
+def _top_level_tensors(args, kwargs):
+    """The tensors among a call's arguments, by position or name."""
+    found = [(i, a) for i, a in enumerate(args) if isinstance(a, torch.Tensor)]
+    return found + [(name, a) for name, a in kwargs.items() if isinstance(a, torch.Tensor)]
+
+
 class WarmStart:
     """The forward of a compiled module: its warm entry where the entry's guards admit the call,
     else the ordinary compiled forward (`ordinary`, torch.compile's)."""
@@ -233,6 +243,7 @@ class WarmStart:
         self.tried = False    # the warm route has had its one try; misses go the ordinary way
         self.lock = threading.Lock()
         self.view = None
+        self.entry_shapes = None  # the first entry's input sizes, by argument, until an ordinary call
 
     def __call__(self, module, args, kwargs):
         module = self._view(module)
@@ -243,11 +254,40 @@ class WarmStart:
                     found = self._first(module, args, kwargs)
                     if found is not None:
                         self.entries.append(found)
+                        self.entry_shapes = {key: tuple(t.shape) for key, t in _top_level_tensors(args, kwargs)}
                     self.tried = True
             entry = self._admitting(module, args, kwargs)
         if entry is not None:
             return entry.fn(module, *args, **kwargs)
-        return self.ordinary(module, *args, **kwargs)
+        with self._changed_sizes_dynamic(args, kwargs):
+            return self.ordinary(module, *args, **kwargs)
+
+    @contextlib.contextmanager
+    def _changed_sizes_dynamic(self, args, kwargs):
+        """Until an ordinary call has compiled at sizes other than the entry's, the dims of the
+        inputs whose sizes differ from the entry's are marked dynamic for the call."""
+        marks = []
+        if self.entry_shapes is not None and self.settings["dynamic"] is None:
+            for key, t in _top_level_tensors(args, kwargs):
+                first = self.entry_shapes.get(key)
+                if first is None or len(first) != t.dim():
+                    continue
+                changed = [d for d, (a, b) in enumerate(zip(first, t.shape)) if a != b]
+                if changed:
+                    marks.append((t, getattr(t, "_dynamo_weak_dynamic_indices", None)))
+                    torch._dynamo.maybe_mark_dynamic(t, changed)
+        if marks:
+            self.entry_shapes = None  # once: Dynamo's own records take over from here
+        try:
+            yield
+        finally:
+            for t, before in marks:  # the caller's tensors as they were
+                if before is None:
+                    for name in ("_dynamo_weak_dynamic_indices", "_has_dynamo_dim_marking"):
+                        if hasattr(t, name):
+                            delattr(t, name)
+                else:
+                    t._dynamo_weak_dynamic_indices = before
 
     def _admitting(self, module, args, kwargs):
         for entry in self.entries:
