@@ -23,15 +23,19 @@ namespace ember::kernels::tiles {
 // oneDNN's sgemm, and the softmax of the rows between them, masks and all, took a third of the
 // time. Here each tile is a register block of FMAs:
 // - scores: the keys are transposed once per batch entry (pack_keys) into panels of 32 keys, each
-//   E x 32 floats in a row, so a block of 8 query rows by a panel accumulates in 16 registers, each
-//   step one broadcast of q times two vectors of the panel. A panel stays in the L1 cache while
-//   every block of rows of the tile reads it (rows outer, reading the panels from L2, ran at a
-//   third of the FMA peak);
+//   E x 32 floats in a row, so a block of 12 query rows by a panel accumulates in 24 registers,
+//   each step one broadcast of q times two vectors of the panel. A panel stays in the L1 cache
+//   while every block of rows of the tile reads it (rows outer, reading the panels from L2, ran
+//   at a third of the FMA peak). A few queries (a decoding step's one) do not pay for packing:
+//   their scores are dot products with each key where it lies (dot_scores);
 // - weighted values: a block of 6 query rows by 64 value columns accumulates in 24 registers,
 //   each step one broadcast weight times four vectors of a value row (value rows are contiguous
 //   where they lie, so nothing is packed);
 // - a row's softmax is two vector passes (its mask and max; exponential and sum),
 //   with the exponential of attention.cpp's exp_approx in vector form (within two ulps of expf).
+// Each GEMM runs at 150-165 GFLOP/s on one thread here (about 70 % of the measured FMA peak), the
+// softmax at 0.33 ns an element; a [2, 4, 799, 64] attention takes 11-13 ms on one thread where
+// it took 16 through oneDNN (eager PyTorch: 13).
 // Partial vectors (a width or a block that is not a multiple of 16) are masked loads and stores,
 // so any head width runs here. The accumulation order over the head width is that of a plain
 // loop, the same as the libraries' within float32 rounding; tests/unit/test_attention.cpp checks
