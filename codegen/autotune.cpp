@@ -86,6 +86,7 @@ Choice choice_at(const Space& space, const Point& p) {
     if (p[k] == 0) continue;
     std::string field = space[k].name + "=";
     if (space[k].name == "gemm") field += route_name(static_cast<GemmRoute>(space[k].options[p[k]]));
+    else if (space[k].name == "conv") field += conv_name(static_cast<ConvAlgorithm>(space[k].options[p[k]]));
     else field += std::to_string(space[k].options[p[k]]);
     std::string& part = is_setting(space[k].name) ? settings : c.kernel;
     part += (part.empty() ? "" : " ") + field;
@@ -108,6 +109,11 @@ bool is_float32_gemm(const Node* n) {
   for (const Value& in : n->inputs())
     if (in.type().dtype != DType::Float32) return false;
   return true;
+}
+
+bool is_float32_conv(const Node* n) {
+  return n->op == Op::Conv2d && n->types.size() == 1 && n->types[0].dtype == DType::Float32 &&
+         n->inputs()[0].type().dtype == DType::Float32;
 }
 
 // Whether the step runs the blocked attention kernel (every dtype but float64), whose tiles and
@@ -297,6 +303,10 @@ Space step_space(const Executable& exec, int step) {
     space = k->knobs();
   } else if (is_float32_gemm(exec.step_node(step))) {
     space.push_back(gemm_routes({GemmRoute::OneDnn, GemmRoute::Blas}));
+  } else if (is_float32_conv(exec.step_node(step))) {
+    // oneDNN's direct kernel, its brgemm one, or ember's own (im2col and GEMM, or depthwise).
+    space.push_back({"conv", {0, static_cast<int64_t>(ConvAlgorithm::Brgemm),
+                              static_cast<int64_t>(ConvAlgorithm::Im2col)}});
   } else if (is_blocked_attention(exec.step_node(step))) {
     // Its default is the own tiles where the CPU runs them, else oneDNN.
     space.push_back(gemm_routes({GemmRoute::OneDnn, GemmRoute::Blas}));

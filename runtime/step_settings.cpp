@@ -18,6 +18,7 @@ std::string StepSettings::str() const {
   if (threads) s = "threads=" + std::to_string(threads);
   auto add = [&s](const std::string& field) { s += (s.empty() ? "" : " ") + field; };
   if (gemm != GemmRoute::Auto) add(std::string("gemm=") + route_name(gemm));
+  if (conv != ConvAlgorithm::Auto) add(std::string("conv=") + conv_name(conv));
   if (query_block) add("query_block=" + std::to_string(query_block));
   if (key_block) add("key_block=" + std::to_string(key_block));
   return s.empty() ? "default" : s;
@@ -60,6 +61,16 @@ bool parse_route(const std::string& name, GemmRoute& route) {
   return false;
 }
 
+// The algorithm named `name` into `algorithm`; false for none of that name.
+bool parse_conv(const std::string& name, ConvAlgorithm& algorithm) {
+  for (ConvAlgorithm a : {ConvAlgorithm::Auto, ConvAlgorithm::Brgemm, ConvAlgorithm::Im2col})
+    if (name == conv_name(a)) {
+      algorithm = a;
+      return true;
+    }
+  return false;
+}
+
 }  // namespace
 
 StepSettings StepSettings::parse(std::string_view text) {
@@ -67,6 +78,7 @@ StepSettings StepSettings::parse(std::string_view text) {
   for (const auto& [name, value] : choice_fields(text, "step settings")) {
     if (name == "threads") s.threads = static_cast<int>(positive_field(name, value, "step settings"));
     else if (name == "gemm" && parse_route(value, s.gemm)) continue;
+    else if (name == "conv" && parse_conv(value, s.conv)) continue;
     else if (name == "query_block") s.query_block = static_cast<int>(positive_field(name, value, "step settings"));
     else if (name == "key_block") s.key_block = static_cast<int>(positive_field(name, value, "step settings"));
     else EMBER_THROW(Value, "[step settings] unknown setting '", name, "=", value, "'");
@@ -75,7 +87,7 @@ StepSettings StepSettings::parse(std::string_view text) {
 }
 
 bool StepSettings::is_field(std::string_view name) {
-  return name == "threads" || name == "gemm" || name == "query_block" || name == "key_block";
+  return name == "threads" || name == "gemm" || name == "conv" || name == "query_block" || name == "key_block";
 }
 
 ScopedStepSettings::ScopedStepSettings(const StepSettings& settings)
@@ -95,6 +107,15 @@ const char* route_name(GemmRoute r) {
     case GemmRoute::OneDnn: return "onednn";
     case GemmRoute::Blas: return "blas";
     case GemmRoute::Mkl: return "mkl";
+  }
+  return "?";
+}
+
+const char* conv_name(ConvAlgorithm a) {
+  switch (a) {
+    case ConvAlgorithm::Auto: return "auto";
+    case ConvAlgorithm::Brgemm: return "brgemm";
+    case ConvAlgorithm::Im2col: return "im2col";
   }
   return "?";
 }

@@ -25,14 +25,24 @@ enum class GemmRoute : uint8_t { Auto, OneDnn, Blas, Mkl };
 // A route's name in settings' text ("auto", "onednn", "blas", "mkl").
 const char* route_name(GemmRoute route);
 
+// How a float32 convolution runs (runtime/kernels/contraction.cpp). Auto: oneDNN's direct JIT
+// kernel where it has one (the order of sums eager's convolution has), ember's im2col and GEMM
+// for pointwise ones. Brgemm: oneDNN's brgemm-based convolution (faster on some geometries, sums
+// in another order). Im2col: ember's im2col and GEMM, through the step's GEMM route.
+enum class ConvAlgorithm : uint8_t { Auto, Brgemm, Im2col };
+
+// An algorithm's name in settings' text ("auto", "brgemm", "im2col").
+const char* conv_name(ConvAlgorithm algorithm);
+
 struct StepSettings {
   int threads = 0;  // at most this many threads, the caller included (0: as many as the call has)
   GemmRoute gemm = GemmRoute::Auto;  // a GEMM's library, or the one an attention's tiles use
+  ConvAlgorithm conv = ConvAlgorithm::Auto;  // a convolution's algorithm
   // Blocked attention's tiles (runtime/kernels/attention.h): queries and keys per tile (0: its own).
   int query_block = 0, key_block = 0;
 
   bool is_default() const { return *this == StepSettings{}; }
-  std::string str() const;  // "threads=1 gemm=blas query_block=32", or "default"
+  std::string str() const;  // "threads=1 gemm=blas conv=im2col query_block=32", or "default"
   // Parses str()'s text; throws ember::Error on anything else.
   static StepSettings parse(std::string_view text);
   // Whether `name` is one of str()'s fields.

@@ -7,6 +7,7 @@
 #include "runtime/kernels/conv_unfold.h"
 #include "runtime/kernels/kernel.h"
 #include "runtime/kernels/onednn.h"
+#include "runtime/step_settings.h"
 #include "runtime/thread_pool.h"
 
 namespace ember::kernels {
@@ -258,12 +259,15 @@ Array conv2d_typed(const Call& call, DType gt) {
   // reorders the weights (and input and output) into its blocked layouts on every call: in
   // ResNet-50 those reorders took 17 of the 23 ms its convolutions spent in oneDNN.
   const bool pointwise_gemm = cs.pointwise() && cs.groups == 1;
+  // max-autotune may choose ember's own algorithms over oneDNN's (im2col and GEMM; depthwise ones
+  // directly).
+  const bool im2col = current_step_settings().conv == ConvAlgorithm::Im2col;
   if constexpr (std::is_same_v<T, uint16_t>) {  // bfloat16: oneDNN's, every geometry, or none
     if (cs.N * cs.O * cs.P() * cs.C == 0 || !onednn_conv2d(DType::BFloat16, cs, xp, wp, bp, yp)) return Array();
     return deliver(call, result);
   } else {
     if constexpr (std::is_same_v<T, float>) {
-      if (!pointwise_gemm && cs.N * cs.O * cs.P() > 0 && onednn_conv2d(DType::Float32, cs, xp, wp, bp, yp))
+      if (!pointwise_gemm && !im2col && cs.N * cs.O * cs.P() > 0 && onednn_conv2d(DType::Float32, cs, xp, wp, bp, yp))
         return deliver(call, result);
     }
     if (cs.depthwise()) {

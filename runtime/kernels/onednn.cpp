@@ -9,6 +9,7 @@
 #include <string>
 #include <unordered_map>
 
+#include "runtime/step_settings.h"
 #include "runtime/thread_pool.h"
 
 namespace ember::kernels {
@@ -50,9 +51,11 @@ std::shared_ptr<const Plan> cached(const std::vector<int64_t>& key,
 // The oneDNN type of ember's float32 or bfloat16.
 memory::data_type data_type(DType t) { return t == DType::BFloat16 ? memory::data_type::bf16 : memory::data_type::f32; }
 
-std::vector<int64_t> conv_key(const ConvShape& c, bool bias, DType t) {
+// A geometry's key: its shape (conv_of_key reads it back), the algorithm, the dtype last.
+std::vector<int64_t> conv_key(const ConvShape& c, bool bias, ConvAlgorithm algorithm, DType t) {
   std::vector<int64_t> k{c.N, c.C, c.H, c.W, c.O, c.KH, c.KW, c.OH, c.OW, c.groups, bias};
   for (const auto* v : {&c.stride, &c.pad, &c.dil, &c.pad_end}) k.insert(k.end(), v->begin(), v->end());
+  k.push_back(static_cast<int64_t>(algorithm));
   k.push_back(static_cast<int64_t>(t));
   return k;
 }
@@ -90,14 +93,11 @@ memory::dims weight_dims(const ConvShape& c) {
   return {c.groups, c.O / c.groups, c.C / c.groups, c.KH, c.KW};
 }
 
-// Skips oneDNN's brgemm convolutions for its direct JIT ones where there are any. With
-// AVX-512, oneDNN 2.6 picks brgconv, which sums each output in another order than the direct
-// kernel PyTorch's own oneDNN runs: over non-negative inputs (after a ReLU) its float32 error
-// was twice eager's, and through a ResNet's training step four times (docs/testing.md's model rule
-// allows two). The direct kernel gives eager's results bit for bit on those layers.
-void prefer_direct_jit(dnnl::convolution_forward::primitive_desc& pd) {
+// Moves to oneDNN's first implementation whose name does (`brgemm`) or does not start with
+// "brg", its brgemm convolutions; keeps its first choice where there is none.
+void prefer_brgemm(dnnl::convolution_forward::primitive_desc& pd, bool brgemm) {
   dnnl::convolution_forward::primitive_desc first = pd;
-  while (std::string(pd.impl_info_str()).rfind("brg", 0) == 0)
+  while ((std::string(pd.impl_info_str()).rfind("brg", 0) == 0) != brgemm)
     if (!pd.next_impl()) {
       pd = first;
       return;
@@ -121,7 +121,14 @@ std::unique_ptr<ConvPlan> make_conv(const std::vector<int64_t>& key) {
   dnnl::primitive_attr attr;
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);  // per call: concurrent plans share primitives
   auto pd = dnnl::convolution_forward::primitive_desc(desc, attr, cpu_engine());
-  prefer_direct_jit(pd);
+  // By default oneDNN's direct JIT kernels rather than its brgemm ones. With AVX-512, oneDNN 2.6
+  // picks brgconv first, which sums each output in another order than the direct kernel PyTorch's
+  // own oneDNN runs: over non-negative inputs (after a ReLU) its float32 error was twice eager's,
+  // and through a ResNet's training step four times (docs/testing.md's model rule allows two).
+  // The direct kernel gives eager's results bit for bit on those layers. max-autotune may still
+  // choose brgconv for a step, checked against the default's values (ConvAlgorithm::Brgemm).
+  const auto algorithm = static_cast<ConvAlgorithm>(key[key.size() - 2]);
+  prefer_brgemm(pd, algorithm == ConvAlgorithm::Brgemm);
   plan->conv = dnnl::convolution_forward(pd);
   plan->src = layout(memory::desc(src, dt, Tag::nchw), pd.src_desc());
   plan->weights = layout(memory::desc(wts, dt, c.groups == 1 ? Tag::oihw : Tag::goihw), pd.weights_desc());
@@ -201,7 +208,9 @@ bool onednn_gemm(DType t, const void* a, const void* b, void* c, int64_t m, int6
 
 bool onednn_conv2d(DType t, const ConvShape& c, const void* x, const void* w, const void* bias, void* y) {
   OpenMPThreads threads;
-  std::shared_ptr<const ConvPlan> plan = cached(conv_key(c, bias != nullptr, t), make_conv);
+  ConvAlgorithm algorithm = current_step_settings().conv == ConvAlgorithm::Brgemm ? ConvAlgorithm::Brgemm
+                                                                                  : ConvAlgorithm::Auto;
+  std::shared_ptr<const ConvPlan> plan = cached(conv_key(c, bias != nullptr, algorithm, t), make_conv);
   if (!plan) return false;
   dnnl::stream& stream = thread_stream();
   thread_local std::vector<float> src_buf, weight_buf, dst_buf;

@@ -124,6 +124,24 @@ def test_under_pytorch_a_gemm_may_go_to_pytorchs_mkl(tmp_path, monkeypatch, capf
     assert "rejected" not in log  # MKL's product agreed with the default's
 
 
+def test_a_convolution_times_each_algorithm(tmp_path, monkeypatch, capfd):
+    """A float32 convolution's algorithms (oneDNN's direct and brgemm kernels, ember's im2col and
+    GEMM) are all timed, each checked against the default's values; whichever wins is right."""
+    monkeypatch.setenv("EMBER_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("EMBER_LOG", "autotune")
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Conv2d(8, 16, 3, padding=1), torch.nn.ReLU(),
+                                torch.nn.Conv2d(16, 16, 3, stride=2, groups=4)).eval()
+    compiled = ember.compile(model, mode="max-autotune",
+                             options={"autotune_budget_s": 2.0, "autotune_search": "exhaustive"})
+    x = torch.randn(2, 8, 20, 20)
+    with torch.no_grad():
+        for _ in range(2):
+            torch.testing.assert_close(compiled(x), model(x), rtol=1e-4, atol=1e-5)
+    log = capfd.readouterr().err
+    assert "conv=brgemm" in log and "conv=im2col" in log, log[-2000:]
+
+
 def test_the_budget_is_the_graphs_over_all_its_buckets(tmp_path, monkeypatch):
     """autotune_budget_s is per compiled graph: a new bucket of sizes tunes with what the earlier
     ones left, not with a budget of its own (8 buckets once took 8 budgets)."""

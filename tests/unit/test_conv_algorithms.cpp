@@ -1,0 +1,60 @@
+// Every algorithm a float32 convolution step may take (runtime/step_settings.h, ConvAlgorithm;
+// max-autotune measures them) computes the same convolution: oneDNN's direct kernel (the
+// default), its brgemm one, and ember's own im2col and GEMM (or depthwise loop), each checked
+// against the float64 convolution over strides, padding, dilation, groups and bias.
+#include <ember/ember.h>
+
+#include "runtime/step_settings.h"
+#include "tests/catch.h"
+#include "tests/unit/helpers.h"
+
+using namespace ember;
+using test::check_close;
+
+namespace {
+
+struct Geometry {
+  int64_t n, c, h, w, o, k;
+  std::vector<int64_t> stride, padding, dilation;
+  int64_t groups;
+  bool bias;
+};
+
+void check_algorithm(ConvAlgorithm algorithm) {
+  const Geometry geometries[] = {{2, 16, 14, 14, 32, 3, {1, 1}, {1, 1}, {1, 1}, 1, false},
+                                 {1, 8, 17, 11, 16, 3, {2, 2}, {1, 0}, {1, 1}, 1, true},
+                                 {2, 8, 12, 12, 8, 3, {1, 1}, {2, 2}, {2, 2}, 2, true},
+                                 {1, 24, 9, 9, 24, 3, {1, 1}, {1, 1}, {1, 1}, 24, false},  // depthwise
+                                 {2, 32, 7, 7, 64, 1, {1, 1}, {0, 0}, {1, 1}, 1, true},    // pointwise
+                                 {1, 16, 8, 8, 32, 1, {2, 2}, {0, 0}, {1, 1}, 1, false},
+                                 {1, 3, 32, 32, 16, 7, {2, 2}, {3, 3}, {1, 1}, 1, false}};  // a stem
+  int seed = 1;
+  for (const Geometry& g : geometries) {
+    INFO("algorithm " << conv_name(algorithm) << ", C " << g.c << ", O " << g.o << ", k " << g.k << ", groups "
+                      << g.groups);
+    Tensor x = uniform({g.n, g.c, g.h, g.w}, seed++, -1, 1), w = uniform({g.o, g.c / g.groups, g.k, g.k}, seed++, -1, 1);
+    std::optional<Tensor> b, b64;
+    if (g.bias) b = uniform({g.o}, seed++, -1, 1), b64 = cast(*b, DType::Float64);
+    // The reference under the default settings: the float64 convolution is ember's im2col either way.
+    Tensor want = conv2d(cast(x, DType::Float64), cast(w, DType::Float64), b64, g.stride, g.padding, g.dilation,
+                         g.groups);
+    ScopedStepSettings scoped(StepSettings{.conv = algorithm});
+    Tensor got = conv2d(x, w, b, g.stride, g.padding, g.dilation, g.groups);
+    check_close(got, want, 1e-4, 1e-5);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("conv algorithms: every algorithm computes the same convolution", "[conv]") {
+  for (ConvAlgorithm a : {ConvAlgorithm::Auto, ConvAlgorithm::Brgemm, ConvAlgorithm::Im2col}) check_algorithm(a);
+}
+
+TEST_CASE("conv algorithms: an algorithm's name is its settings' text", "[conv]") {
+  for (ConvAlgorithm a : {ConvAlgorithm::Brgemm, ConvAlgorithm::Im2col}) {
+    StepSettings s{.threads = 2, .conv = a};
+    REQUIRE(StepSettings::parse(s.str()) == s);
+    REQUIRE(s.str() == std::string("threads=2 conv=") + conv_name(a));
+  }
+  REQUIRE_THROWS(StepSettings::parse("conv=winograd"));
+}
