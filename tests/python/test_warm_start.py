@@ -79,6 +79,16 @@ def test_new_sizes_after_a_loaded_entry_compile_as_often_as_in_the_cold_process(
     assert warm["diff"] < 1e-5 and warm["marked_inputs"] == [], warm  # no mark left on the caller's tensors
 
 
+def test_a_loaded_graph_that_ember_hands_to_pytorch_runs(tmp_path, cache):
+    # ember declines complex graphs: the loaded entry's graph runs on PyTorch, which needs the
+    # unpickled module's generated forward (it raised NotImplementedError before).
+    model = write_model(tmp_path, tail=".to(torch.complex64).abs() * 2.0")
+    cold = child(cache, model)
+    warm = child(cache, model)
+    assert cold["warm"] == ["traced and stored"] and warm["warm"] == ["loaded"], (cold, warm)
+    assert warm["diff"] < 1e-5, warm
+
+
 def test_training_step_from_a_loaded_entry(tmp_path, cache):
     model = write_model(tmp_path)
     assert child(cache, model, "--train")["warm"] == ["traced and stored"]

@@ -99,6 +99,9 @@ class WarmGraph(OutputCode):
         from torch.fx._graph_pickler import GraphPickler
         context = torch._guards.TracingContext.try_get()
         self.gm = GraphPickler.loads(self.blob, context.fake_mode)
+        # The unpickled module has its graph but no generated forward, which a graph that ember
+        # hands back to PyTorch runs (it raised NotImplementedError at the first call).
+        self.gm.recompile()
         report = getattr(_loading, "report", None) or _report.GLOBAL
         before = len(report.graphs)
         self.run = self._compile(report)
