@@ -206,6 +206,31 @@ def test_calls_its_guards_refuse_take_the_ordinary_route(monkeypatch, tmp_path):
     assert "warm start (entry" in report.text()
 
 
+class MaskIndex(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(16, 16)
+
+    def forward(self, x, mask):
+        h = self.lin(x)
+        return h + h[mask].sum()
+
+
+def test_a_data_dependent_size_goes_the_ordinary_way(monkeypatch, tmp_path):
+    # aot_compile captures a boolean mask's index, which ember cannot compile: the whole graph ran
+    # on PyTorch. The ordinary route breaks the graph there, and ember compiles both pieces.
+    monkeypatch.setenv("EMBER_CACHE_DIR", str(tmp_path))
+    torch.manual_seed(0)
+    model = MaskIndex().eval()
+    compiled = ember.compile(model)
+    x, mask = torch.randn(8, 16), torch.rand(8) > 0.5
+    with torch.no_grad():
+        torch.testing.assert_close(compiled(x, mask), model(x, mask))
+    report = report_of(compiled)
+    assert [w["outcome"] for w in report.warm][0].startswith("not used: Unsupported: a size that depends on the data")
+    assert len(report.graphs) == 2 and all(g.fallback is None for g in report.graphs), report.text()
+
+
 class Mutates(torch.nn.Module):
     def forward(self, x, y):
         x.add_(1)

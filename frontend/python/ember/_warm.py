@@ -45,6 +45,7 @@ import torch._inductor.config
 from torch._inductor.output_code import OutputCode
 
 from . import _C, _report
+from ._symbols import Unsupported
 
 KIND = "warm"
 FORMAT = 1
@@ -65,12 +66,23 @@ def log(message):
 _loading = threading.local()  # the report of the module whose entry is being loaded
 
 
+def _has_data_dependent_sizes(gm):
+    """Whether a value of the graph has a size or scalar known only from the data (unbacked)."""
+    from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
+    return any(free_unbacked_symbols(node.meta.get("val")) for node in gm.graph.nodes)
+
+
 class WarmGraph(OutputCode):
     """One graph of AOTAutograd's result as ember compiled it, in a form AOTAutograd can save:
     the ATen graph is pickled (GraphPickler) and compiled again where it is loaded."""
 
     def __init__(self, gm, kind, mode, options, visible_outputs, piece, report):
         super().__init__()
+        if _has_data_dependent_sizes(gm):
+            # aot_compile captures what the ordinary route breaks the graph at (a boolean mask's
+            # index, nonzero): the whole graph then ran on PyTorch, where the ordinary route
+            # compiles the pieces around the break. The trace fails, and the module goes that way.
+            raise Unsupported("a size that depends on the data (the ordinary route breaks the graph there)")
         self._boxed_call = True
         self.kind, self.mode, self.options = kind, mode, options
         self.visible_outputs, self.piece = visible_outputs, piece

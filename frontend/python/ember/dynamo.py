@@ -70,8 +70,9 @@ def make_backend(mode="default", options=None, report=None, savable=False):
         try:
             return aot(gm, example_inputs)
         except Exception as e:
-            # Dynamo's own signals (a restart of its analysis, a frame to skip) are not failures.
-            if strict or isinstance(e, torch._dynamo.exc.TorchDynamoException):
+            # Dynamo's own signals (a restart of its analysis, a frame to skip) are not failures;
+            # the warm start's trace fails whole, and its module goes the ordinary way.
+            if strict or savable or isinstance(e, torch._dynamo.exc.TorchDynamoException):
                 raise
             reason = short_reason(e)
             warnings.warn(f"ember: AOTAutograd could not prepare a graph; it runs on PyTorch instead ({reason})",
