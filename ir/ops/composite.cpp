@@ -140,7 +140,8 @@ void register_composites(Table& table) {
   at(Op::NativeBatchNorm).attrs = {{"momentum", AttrType::Float, Attr(0.1)},
                                    {"eps", AttrType::Float, Attr(1e-5)}};
   at(Op::ScaledDotProductAttention).doc =
-      "softmax(q k^T * scale + mask) v; mask is bool (true attends) or additive; scale 0 means 1/sqrt(E)";
+      "softmax(q k^T * scale + mask) v; mask is bool (true attends) or additive; scale 0 means 1/sqrt(E); "
+      "a query row that attends to nothing is 0 (as PyTorch's safe softmax), NaN if one of its scores is";
   at(Op::ScaledDotProductAttention).infer = infer_attention;
   at(Op::ScaledDotProductAttention).attrs = {{"causal", AttrType::Bool, Attr(false)},
                                              {"scale", AttrType::Float, Attr(0.0)}};

@@ -69,7 +69,14 @@ Values decompose_attention(Builder& b, const Values& in, const Attrs& attrs) {
   else if (in.size() == 4)  // additive
     scores = b.add(scores, b.cast(in[3], c));
   if (causal) scores = b.op(Op::Where, {causal_mask(b, L, S), b.scalar(-kInf, c), scores});
-  Value weights = softmax_along(b, scores, -1, false);  // a row masked everywhere gives NaN
+  Value weights = softmax_along(b, scores, -1, false);
+  // A row masked everywhere weighs every key 0, as PyTorch's safe softmax does; its max is -inf
+  // (a NaN score makes it NaN, and the row NaN, as there).
+  std::vector<int64_t> last = {static_cast<int64_t>(scores.type().shape.size()) - 1};
+  if (!empty_along(scores.type(), last)) {
+    Value hidden = b.op(Op::Eq, {b.reduce(Op::Max, scores, last, true), b.scalar(-kInf, c)});
+    weights = b.op(Op::Where, {hidden, b.scalar(0.0, c), weights});
+  }
   return {b.as_type(b.op(Op::MatMul, {weights, vc}), out)};
 }
 

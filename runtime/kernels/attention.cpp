@@ -36,8 +36,8 @@ namespace ember::kernels {
 // and the tiles' GEMM library (PyTorch's MKL, OpenBLAS) per step (runtime/step_settings.h).
 // q, k and v are read where they lie when each of their rows is contiguous (AttentionInput): a
 // head's transposed view of a fused projection costs no copy (the copies were a fifth of a GPT
-// block's attention on one thread). A query row that every key is masked from ends 0 / 0 = NaN,
-// as the softmax over nothing but -inf gives.
+// block's attention on one thread). A query row that every key is masked from is 0, as in
+// PyTorch's SDPA (its safe softmax), unless one of its scores is NaN: then NaN, as there.
 
 namespace {
 
@@ -133,8 +133,13 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) float tile_row(floa
   float tile_max = neg_inf;
   for (float m : lane_max) tile_max = m > tile_max ? m : tile_max;
   float new_max = tile_max > state.max ? tile_max : state.max;
-  if (new_max == neg_inf) {  // nothing visible yet: the tile adds nothing
-    for (int64_t j = 0; j < n; ++j) row[j] = 0.0f;
+  if (new_max == neg_inf) {  // nothing visible yet: the tile adds nothing but its NaN scores
+    float nan_sum = 0.0f;
+    for (int64_t j = 0; j < n; ++j) {
+      row[j] = std::isnan(row[j]) ? row[j] : 0.0f;
+      nan_sum += row[j];
+    }
+    state.sum += nan_sum;
     return 1.0f;
   }
   float sum = 0.0f;
@@ -208,7 +213,8 @@ void query_block(const AttentionShape& a, const Tiling& tiling, TileWay way, con
       sgemm(tiling.gemm, false, nq, a.Ev, nk, tile.data(), ldt, v + j0 * ldv, ldv, 1.0f, acc.data(), lda);
   }
   for (int64_t i = 0; i < nq; ++i)
-    for (int64_t e = 0; e < a.Ev; ++e) out[(i0 + i) * a.Ev + e] = acc[i * a.Ev + e] / rows[i].sum;
+    for (int64_t e = 0; e < a.Ev; ++e)  // a sum of 0: nothing visible, the row is 0 (as PyTorch's)
+      out[(i0 + i) * a.Ev + e] = rows[i].sum == 0.0f ? 0.0f : acc[i * a.Ev + e] / rows[i].sum;
 }
 
 // The own tiles where the CPU runs them and no GEMM library was asked for: keys packed into

@@ -2,6 +2,7 @@
 #include "runtime/kernels/attention_tiles.h"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 
 #if defined(__x86_64__)
@@ -264,8 +265,13 @@ EMBER_AVX512 float softmax_row(float* row, int64_t n, int64_t visible, const flo
   }
   const float tile_max = lanes_max(vmax);
   const float new_max = tile_max > state.max ? tile_max : state.max;
-  if (new_max == neg_inf) {  // nothing visible yet: the tile adds nothing
-    std::fill(row, row + n, 0.0f);
+  if (new_max == neg_inf) {  // nothing visible yet: the tile adds nothing but its NaN scores
+    float nan_sum = 0.0f;
+    for (int64_t j = 0; j < n; ++j) {
+      row[j] = j < visible && std::isnan(row[j]) ? row[j] : 0.0f;
+      nan_sum += row[j];
+    }
+    state.sum += nan_sum;
     return 1.0f;
   }
   const __m512 vnew = _mm512_set1_ps(new_max);

@@ -35,7 +35,8 @@ struct RowState {
 // One row of scaled scores, columns from `visible` on hidden (a causal row), with the row's
 // optional mask (added, or with `bool_mask` 0/1, 0 hiding its column), replaced by their
 // exponentials against the row's new running max; the row's n columns all written. Returns the
-// factor the row's earlier output and sum must be scaled by.
+// factor the row's earlier output and sum must be scaled by. While nothing is visible the row
+// is 0 but for its NaN scores, which reach the sum (and so the output: NaN, as PyTorch's).
 float softmax_row(float* row, int64_t n, int64_t visible, const float* mask, bool bool_mask, RowState& state);
 
 // acc[i * lda + c] += sum_{j < n} p[i * ldp + j] * v[j * ldv + c] for i < m and c < Ev.

@@ -211,9 +211,11 @@ Array attention_typed(const Call& call) {
         row[j] = static_cast<T>(s);
         m = std::max(m, s);
       }
+      // A row with nothing visible weighs every key 0 (PyTorch's safe softmax); its NaN scores stay.
+      const bool hidden = m == -std::numeric_limits<double>::infinity();
       double sum = 0;
-      for (int64_t j = 0; j < S; ++j) sum += std::exp(row[j] - m);
-      for (int64_t j = 0; j < S; ++j) row[j] = static_cast<T>(std::exp(row[j] - m) / sum);  // NaN if all masked
+      for (int64_t j = 0; j < S; ++j) sum += hidden ? (std::isnan(row[j]) ? row[j] : 0.0) : std::exp(row[j] - m);
+      for (int64_t j = 0; j < S; ++j) row[j] = static_cast<T>(hidden ? sum : std::exp(row[j] - m) / sum);
     }
     gemm(scores.data(), v.data_as<T>() + bi * S * Ev, out.data_as<T>() + bi * L * Ev, L, Ev, S, false);
   }

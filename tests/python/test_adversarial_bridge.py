@@ -75,6 +75,25 @@ def test_attention_fully_masked_row():
     assert_same(actual, expected, rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.parametrize("queries", [1, 3, 40])
+@pytest.mark.parametrize("bool_mask", [False, True])
+def test_attention_nan_score_in_a_fully_masked_row(queries, bool_mask):
+    # PyTorch's safe softmax gives 0 for a row that attends to nothing but NaN when one of its
+    # scores is NaN: +inf against a positive key, plus the additive mask's -inf (or hidden by a
+    # bool mask, which PyTorch adds as -inf too). Found by a review: ember gave 0.
+    torch.manual_seed(0)
+    q = torch.randn(1, 2, queries, 16).abs()
+    k, v = torch.randn(1, 2, 64, 16).abs(), torch.randn(1, 2, 64, 16)
+    q[0, 0, 0, 0] = float("inf")
+    mask = torch.zeros(1, 1, queries, 64)
+    mask[..., : min(2, queries), :] = float("-inf")
+    if bool_mask:
+        mask = mask == 0
+    expected, actual, _ = run_both(
+        lambda q, k, v, m: F.scaled_dot_product_attention(q, k, v, attn_mask=m), q, k, v, mask)
+    assert_same(actual, expected, rtol=1e-4, atol=1e-4)
+
+
 def test_chunk_view_mutated_after_graph_break_updates_base():
     def fn(x):
         y = x * 2

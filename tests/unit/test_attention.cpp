@@ -5,6 +5,8 @@
 #include <ember/ember.h>
 
 #include <cmath>
+#include <optional>
+#include <tuple>
 
 #include "runtime/kernels/attention.h"
 #include "runtime/kernels/mkl.h"
@@ -60,10 +62,10 @@ TEST_CASE("blocked attention: the running max grows across key blocks", "[runtim
   check_attention(q, k, v, std::nullopt, true);
 }
 
-TEST_CASE("blocked attention: masks, whole rows hidden (NaN), -inf scores, float16", "[runtime][attention]") {
+TEST_CASE("blocked attention: masks, whole rows hidden (0), -inf scores, float16", "[runtime][attention]") {
   const int64_t L = 150, S = 600;
   Tensor q = uniform({3, L, 8}, 7, -2, 2), k = uniform({3, S, 8}, 8, -2, 2), v = uniform({3, S, 8}, 9, -1, 1);
-  // Bool: keep keys with j % 3 == i % 3; rows 10..19 keep nothing (NaN, as the softmax of nothing).
+  // Bool: keep keys with j % 3 == i % 3; rows 10..19 keep nothing (0, as PyTorch's).
   Tensor i = reshape(arange(0, L, 1, DType::Int64), {L, 1}), j = reshape(arange(0, S, 1, DType::Int64), {1, S});
   Tensor rows_hidden = logical_and(i >= 10, i < 20);
   Tensor keep = logical_and(remainder(i, 3) == remainder(j, 3), logical_not(rows_hidden));
@@ -95,7 +97,7 @@ void check_tiling(const StepSettings& settings) {
   const int64_t L = 70, S = 300;
   Tensor q = uniform({2, L, 8}, 7, -2, 2), k = uniform({2, S, 8}, 8, -2, 2), v = uniform({2, S, 8}, 9, -1, 1);
   Tensor i = reshape(arange(0, L, 1, DType::Int64), {L, 1}), j = reshape(arange(0, S, 1, DType::Int64), {1, S});
-  check_attention(q, k, v, logical_and(remainder(i, 3) == remainder(j, 3), i >= 5), true);  // rows 0..4 NaN
+  check_attention(q, k, v, logical_and(remainder(i, 3) == remainder(j, 3), i >= 5), true);  // rows 0..4 are 0
   check_attention(q, k, v, where(j < 150, -INFINITY, uniform({L, S}, 10, -3, 0)), false);
 }
 
@@ -207,5 +209,35 @@ TEST_CASE("blocked attention: the kernel reads rows a stride apart at each entry
     Tensor want = scaled_dot_product_attention(q, k, v, std::nullopt, causal);
     Array w = want.array().contiguous();
     for (size_t i = 0; i < out.size(); ++i) REQUIRE(std::abs(out[i] - w.data_as<float>()[i]) <= 1e-5f);
+  }
+}
+
+// PyTorch's SDPA (its safe softmax) gives 0 for a query that attends to nothing, and NaN for a
+// row with a NaN score, masked or not: here +inf * (a positive key) + the mask's -inf. Each way
+// the tiles compute: dot products for a few queries, packed panels, the GEMM library.
+TEST_CASE("blocked attention: a hidden row is 0, and a NaN score in it makes it NaN", "[runtime][attention]") {
+  for (auto [L, S, library] : {std::tuple<int64_t, int64_t, bool>{1, 9, false}, {3, 9, false}, {40, 64, false},
+                               {40, 64, true}, {70, 300, false}}) {
+    INFO("L " << L << ", S " << S << ", library " << library);
+    std::optional<ScopedStepSettings> scoped;
+    if (library) scoped.emplace(StepSettings{.gemm = GemmRoute::OneDnn});
+    const int64_t E = 8;
+    Tensor i = reshape(arange(0, L, 1, DType::Int64), {L, 1}), j = reshape(arange(0, S, 1, DType::Int64), {1, S});
+    Tensor e = reshape(arange(0, E, 1, DType::Int64), {1, E});
+    // Query 0 has +inf in its first element and every key a positive first element: its scores
+    // are +inf, and with the mask's -inf, NaN. Query 1 (where there is one) is only hidden.
+    Tensor q = where(logical_and(i == 0, e == 0), INFINITY, uniform({L, E}, 11, -1, 1));
+    Tensor k = uniform({S, E}, 12, 0.5, 1), v = uniform({S, E}, 13, -1, 1);
+    Tensor mask = where(i <= 1, -INFINITY, uniform({L, S}, 14, -2, 0));
+    Tensor got = scaled_dot_product_attention(reshape(q, {1, L, E}), reshape(k, {1, S, E}), reshape(v, {1, S, E}),
+                                              reshape(mask, {1, L, S}));
+    check_attention(reshape(q, {1, L, E}), reshape(k, {1, S, E}), reshape(v, {1, S, E}), reshape(mask, {1, L, S}),
+                    false);
+    Array out = got.array().contiguous();
+    for (int64_t c = 0; c < E; ++c) {
+      CHECK(std::isnan(out.get(c)));
+      if (L > 1) CHECK(out.get(E + c) == 0.0);
+      if (L > 2) CHECK(std::isfinite(out.get(2 * E + c)));
+    }
   }
 }

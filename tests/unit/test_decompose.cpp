@@ -147,7 +147,7 @@ TEST_CASE("decompositions give the direct kernels' results on edge values", "[pa
   return %2, %3, %4, %5, %6, %7, %8#0, %8#1
 }
 )", {array_of(DType::Float32, {2, 0}, {}), array_of(DType::Float32, {2, 1}, {3, -1})});
-  // A fully masked row gives NaN; an empty key sequence gives zeros.
+  // A fully masked row gives zeros (PyTorch's safe softmax), as does an empty key sequence.
   check_same_results(R"(graph(%0: f32[2, 3], %1: bool[2, 2], %2: f32[0, 3]) {
   %3 = scaled_dot_product_attention(%0, %0, %0, %1) {causal=false, scale=0.5} : f32[2, 3]
   %4 = scaled_dot_product_attention(%0, %0, %0) {causal=true, scale=0.0} : f32[2, 3]

@@ -315,15 +315,6 @@ def _flash_attention(cx, q, k, v, dropout_p=0.0, is_causal=False, attn_mask=None
     k, v = _grouped_heads(cx, q, k), _grouped_heads(cx, q, v)
     inputs = [q, k, v] + ([attn_mask] if attn_mask is not None else [])
     out = cx.op("scaled_dot_product_attention", inputs, {"causal": bool(is_causal), "scale": scale})
-    if attn_mask is not None:
-        # PyTorch's fused kernel gives 0 for a query that may attend to nothing (a padded row);
-        # the softmax over nothing but -inf is NaN.
-        if attn_mask.dtype == "bool":
-            allowed = cx.op("max", [cx.op("cast", [attn_mask], {"dtype": "f32"})], {"axes": [-1], "keepdim": True})
-            some = cx.op("gt", [allowed, cx.graph.scalar(0.0, "f32")])
-        else:
-            best = cx.op("max", [attn_mask], {"axes": [-1], "keepdim": True})
-            some = cx.op("gt", [best, cx.graph.scalar(float("-inf"), attn_mask.dtype)])
-        out = cx.op("where", [some, out, cx.graph.scalar(0.0, out.dtype)])
+    # A query that may attend to nothing (a padded row) gives 0 in ember's kernel, as in PyTorch's.
     logsumexp = cx.full(q.shape[:-1], 0.0, "f32")  # unused, and dead code once translated
     return [out, logsumexp]
