@@ -475,6 +475,7 @@ CallResult CompiledCore::call(const std::vector<ArgValue>& args, const std::vect
                               const std::vector<int>& shared, const Body& body) {
   CompiledState& st = *state_;
   CallArgs call{args, types, shared, {}, {}};
+  call.tensors.reserve(args.size());
   for (const ArgValue& a : args)
     if (auto* t = std::get_if<Tensor>(&a)) {
       if (!t->defined()) EMBER_THROW(Value, "[compile] argument ", call.tensors.size(), " is an undefined tensor");
@@ -482,6 +483,7 @@ CallResult CompiledCore::call(const std::vector<ArgValue>& args, const std::vect
     }
   // Inside another trace, the ops simply join it.
   if (TraceContext::current()) return run_directly(call.tensors, body);
+  call.arrays.reserve(call.tensors.size());
   for (const Tensor& t : call.tensors) call.arrays.push_back(t.array());
 
   SymbolValues values;

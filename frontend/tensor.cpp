@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <memory>
 #include <ostream>
+#include <string_view>
 
 #include "frontend/ops.h"
 #include "frontend/trace.h"
@@ -47,8 +48,10 @@ std::pair<std::string, int> caller_location(void* return_address) {
 
 // Makes `impl` concrete. Inside a trace, reading the data of a traced value, an argument or a
 // materialised value is a graph break: the value depends on the inputs.
-const Array& materialise(const TensorImpl* impl, const std::string& category, const std::string& reason,
-                         const std::string& op, const std::string& file, int line, const std::string& hint) {
+// The texts are views: the common call (no trace) makes no string (a 1-element compiled call
+// read its argument's array through here, and made four).
+const Array& materialise(const TensorImpl* impl, std::string_view category, std::string_view reason,
+                         std::string_view op, std::string_view file, int line, std::string_view hint) {
   if (!impl) EMBER_THROW(Value, "[", op, "] undefined tensor");
   if (impl->poisoned) EMBER_THROW(Value, "[", op, "] the tensor comes from a trace that failed");
   TraceContext* ctx = TraceContext::current();
@@ -60,7 +63,8 @@ const Array& materialise(const TensorImpl* impl, const std::string& category, co
       std::string source = impl->is_traced() ? "the result of '" + std::string(impl->node->info().name) + "'"
                            : ctx->is_arg(*impl) ? std::string("an input of the compiled function")
                                                 : std::string("a value computed before an earlier break");
-      ctx->graph_break(category, reason + ", on " + source, op, file, line, hint);
+      ctx->graph_break(std::string(category), std::string(reason) + ", on " + source, std::string(op),
+                       std::string(file), line, std::string(hint));
     }
   } else if (impl->is_traced()) {
     EMBER_THROW(Value, "[", op, "] the tensor comes from a trace that has ended");

@@ -56,31 +56,40 @@ Array Array::zeros(DType dtype, std::vector<int64_t> shape) {
 
 Array::Array(DType dtype, std::vector<int64_t> shape, std::vector<int64_t> strides, int64_t offset,
              std::shared_ptr<Storage> storage)
-    : dtype_(dtype), shape_(std::move(shape)), strides_(std::move(strides)), offset_(offset),
-      storage_(std::move(storage)) {
-  EMBER_CHECK(shape_.size() == strides_.size(), "shape and strides differ in rank");
-}
-
-int64_t Array::numel() const {
-  int64_t n = 1;
-  for (int64_t d : shape_) n *= d;
-  return n;
-}
-
-bool Array::is_contiguous() const {
+    : dtype_(dtype), offset_(offset), storage_(std::move(storage)) {
+  EMBER_CHECK(shape.size() == strides.size(), "shape and strides differ in rank");
+  if (shape.empty()) return;  // the shared scalar geometry
+  auto geometry = std::make_shared<Geometry>();
+  for (int64_t d : shape) geometry->numel *= d;
   int64_t expected = 1;
-  for (size_t i = shape_.size(); i-- > 0;) {
-    if (shape_[i] == 1) continue;
-    if (shape_[i] == 0) return true;
-    if (strides_[i] != expected) return false;
-    expected *= shape_[i];
+  for (size_t i = shape.size(); i-- > 0;) {
+    if (shape[i] == 1) continue;
+    if (shape[i] == 0) break;  // no elements: contiguous
+    if (strides[i] != expected) {
+      geometry->contiguous = false;
+      break;
+    }
+    expected *= shape[i];
   }
-  return true;
+  geometry->shape = std::move(shape);
+  geometry->strides = std::move(strides);
+  geometry_ = std::move(geometry);
+}
+
+const std::shared_ptr<const Array::Geometry>& Array::scalar_geometry() {
+  static const std::shared_ptr<const Geometry> scalar = std::make_shared<const Geometry>();
+  return scalar;
 }
 
 void* Array::data() const {
   EMBER_CHECK(storage_ != nullptr, "undefined array");
   return static_cast<char*>(storage_->data) + offset_ * static_cast<int64_t>(itemsize(dtype_));
+}
+
+Array Array::with_storage(std::shared_ptr<Storage> storage) const {
+  Array out = *this;
+  out.storage_ = std::move(storage);
+  return out;
 }
 
 Array Array::view(std::vector<int64_t> shape, std::vector<int64_t> strides, int64_t offset) const {
@@ -99,25 +108,25 @@ int64_t strided_offset(int64_t linear, const std::vector<int64_t>& shape, const 
 
 Array Array::contiguous() const {
   if (is_contiguous()) return *this;
-  Array out = empty(dtype_, shape_);
+  Array out = empty(dtype_, shape());
   kernels::copy_into(*this, out);  // row by row, not an index computation per element
   return out;
 }
 
 double Array::get(int64_t i) const {
   const char* base = static_cast<const char*>(storage_->data);
-  return element::load<double>(base + (offset_ + strided_offset(i, shape_, strides_)) * itemsize(dtype_), dtype_);
+  return element::load<double>(base + (offset_ + strided_offset(i, shape(), strides())) * itemsize(dtype_), dtype_);
 }
 
 int64_t Array::get_int(int64_t i) const {
   const char* base = static_cast<const char*>(storage_->data);
-  return element::load<int64_t>(base + (offset_ + strided_offset(i, shape_, strides_)) * itemsize(dtype_), dtype_);
+  return element::load<int64_t>(base + (offset_ + strided_offset(i, shape(), strides())) * itemsize(dtype_), dtype_);
 }
 
 std::string Array::str(int64_t max_elements) const {
   std::ostringstream out;
   out << dtype_name(dtype_) << "[";
-  for (size_t i = 0; i < shape_.size(); ++i) out << (i ? ", " : "") << shape_[i];
+  for (size_t i = 0; i < shape().size(); ++i) out << (i ? ", " : "") << shape()[i];
   out << "] [";
   int64_t n = numel();
   for (int64_t i = 0; i < n && i < max_elements; ++i) {

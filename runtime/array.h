@@ -44,13 +44,13 @@ class Array {
         std::shared_ptr<Storage> storage);
 
   DType dtype() const { return dtype_; }
-  const std::vector<int64_t>& shape() const { return shape_; }
-  const std::vector<int64_t>& strides() const { return strides_; }
+  const std::vector<int64_t>& shape() const { return geometry_->shape; }
+  const std::vector<int64_t>& strides() const { return geometry_->strides; }
   int64_t offset() const { return offset_; }
-  int64_t rank() const { return static_cast<int64_t>(shape_.size()); }
-  int64_t numel() const;
+  int64_t rank() const { return static_cast<int64_t>(geometry_->shape.size()); }
+  int64_t numel() const { return geometry_->numel; }
   bool defined() const { return storage_ != nullptr; }
-  bool is_contiguous() const;
+  bool is_contiguous() const { return geometry_->contiguous; }
   const std::shared_ptr<Storage>& storage() const { return storage_; }
 
   // Address of the first element (storage base + offset).
@@ -58,6 +58,9 @@ class Array {
   template <class T>
   T* data_as() const { return static_cast<T*>(data()); }
 
+  // This array's dtype, shape, strides and offset over `storage`: the geometry is shared, not
+  // copied ([Note: shared geometry]), so a plan binds a destination without allocating.
+  Array with_storage(std::shared_ptr<Storage> storage) const;
   // A view with new shape/strides over the same storage and offset.
   Array view(std::vector<int64_t> shape, std::vector<int64_t> strides, int64_t offset) const;
   // This array if contiguous, else a contiguous copy.
@@ -70,8 +73,18 @@ class Array {
   std::string str(int64_t max_elements = 16) const;  // "f32[2, 2] [1, 2, 3, 4]"
 
  private:
+  // [Note: shared geometry] Shape and strides never change after construction, so copies of an
+  // array share them: a plan's call copies arrays into its slots, its steps' arguments and its
+  // outputs, and each copy used to copy two vectors (two allocations and two frees; a third of
+  // a 1-element call's time went to malloc and free).
+  struct Geometry {
+    std::vector<int64_t> shape, strides;
+    int64_t numel = 1;
+    bool contiguous = true;
+  };
+  static const std::shared_ptr<const Geometry>& scalar_geometry();  // rank 0, shared by all
   DType dtype_ = DType::Float32;
-  std::vector<int64_t> shape_, strides_;
+  std::shared_ptr<const Geometry> geometry_ = scalar_geometry();
   int64_t offset_ = 0;
   std::shared_ptr<Storage> storage_;
 };

@@ -192,6 +192,8 @@ void Executable::plan_buffers() {
     for (int s : ending[i])
       if (!taken_over[s]) free_buffers.push_back(slots_[s].index);
   }
+  destination_offset_.assign(1, 0);
+  for (const Step& step : steps_) destination_offset_.push_back(destination_offset_.back() + step.outputs.size());
   destination_refs_.assign(buffer_slots_.size(), 0);
   for (const Step& step : steps_)
     for (int s : step.outputs)
@@ -249,17 +251,17 @@ std::shared_ptr<const KernelStep> KernelStep::with(const std::string& choice) co
   EMBER_THROW(Value, "[max-autotune] kernel ", name(), " has no choice '", choice, "'");
 }
 
-void Executable::run_kernel(const Step& step, const std::vector<Array>& args, const std::vector<Array>& destinations) {
+void Executable::run_kernel(const Step& step, std::span<const Array> args, std::span<const Array> destinations) {
   std::optional<ScopedStepSettings> settings;
   if (!step.settings.is_default()) settings.emplace(step.settings);
   step.kernel->run(args, destinations);
 }
 
-std::vector<Array> Executable::run_one(const Step& step, const std::vector<Array>& args,
-                                       const std::vector<Array>& destinations, const SymbolValues& symbols) const {
+std::vector<Array> Executable::run_one(const Step& step, std::span<const Array> args,
+                                       std::span<const Array> destinations, const SymbolValues& symbols) const {
   if (step.kernel) {
     run_kernel(step, args, destinations);
-    return destinations;
+    return {destinations.begin(), destinations.end()};
   }
   std::optional<ScopedStepSettings> settings;
   if (!step.settings.is_default()) settings.emplace(step.settings);
@@ -276,8 +278,7 @@ std::vector<Array> Executable::run_one(const Step& step, const std::vector<Array
 
 void Executable::run_step(int i, std::span<const Array> inputs, std::span<const Array> outputs,
                           const SymbolValues& symbols) const {
-  run_one(steps_[i], std::vector<Array>(inputs.begin(), inputs.end()), std::vector<Array>(outputs.begin(), outputs.end()),
-          symbols);
+  run_one(steps_[i], inputs, outputs, symbols);
 }
 
 void Executable::set_step(int i, std::shared_ptr<const KernelStep> kernel, StepSettings settings) {
@@ -297,10 +298,11 @@ std::vector<Array> Executable::run(std::span<const Array> inputs, const SymbolVa
   int64_t allocations_before = storage_allocations();
   // EMBER_LOG=profile: the time of each step of this call, slowest first, and of its binding.
   const bool profile = config::log_enabled("profile");
-  const auto call_start = std::chrono::steady_clock::now();
+  using Clock = std::chrono::steady_clock;
+  const auto call_start = profile ? Clock::now() : Clock::time_point();  // the clock costs when not profiling
   Binding binding = take_binding(symbols, output_storages);
   const double binding_us =
-      profile ? std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - call_start).count() : 0;
+      profile ? std::chrono::duration<double, std::micro>(Clock::now() - call_start).count() : 0;
   std::vector<Array> values(slots_.size());
   for (size_t s = 0; s < slots_.size(); ++s) {
     if (slots_[s].home == Home::Input) values[s] = inputs[slots_[s].index];
@@ -310,11 +312,12 @@ std::vector<Array> Executable::run(std::span<const Array> inputs, const SymbolVa
   const std::vector<char> as_assumed =
       layout && !layout->assumed_inputs.empty() ? inputs_as_assumed(*layout, inputs) : std::vector<char>();
   std::vector<Array> args;
+  args.reserve(8);  // most steps read fewer: no growth per call
   std::vector<std::pair<double, size_t>> step_us;
-  auto step_start = std::chrono::steady_clock::now();
+  auto step_start = call_start;
   for (const Step& step : steps_) {
     if (profile) {
-      auto now = std::chrono::steady_clock::now();
+      auto now = Clock::now();
       if (&step != &steps_.front())
         step_us.emplace_back(std::chrono::duration<double, std::micro>(now - step_start).count(), &step - &steps_.front() - 1);
       step_start = now;
@@ -327,7 +330,7 @@ std::vector<Array> Executable::run(std::span<const Array> inputs, const SymbolVa
     if (!step.kernel && may_alias_input(step.node)) ++views_run;
     args.clear();
     for (int s : step.inputs) args.push_back(values[s]);
-    const std::vector<Array>& destinations = binding.destinations[index];
+    const std::span<const Array> destinations = destinations_of(binding, index);
     if (observe) observe(index, args, destinations);
     if (step.kernel) {  // its results are its destinations: no vector of them to return
       run_kernel(step, args, destinations);
@@ -339,18 +342,18 @@ std::vector<Array> Executable::run(std::span<const Array> inputs, const SymbolVa
     for (int s : step.release) values[s] = Array();
   }
   if (profile && !steps_.empty())
-    step_us.emplace_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - step_start).count(),
+    step_us.emplace_back(std::chrono::duration<double, std::micro>(Clock::now() - step_start).count(),
                          steps_.size() - 1);
   std::vector<Array> outputs;
   outputs.reserve(outputs_.size());
   for (int s : outputs_) outputs.push_back(values[s]);
   values.clear();
-  const auto give_back_start = std::chrono::steady_clock::now();
+  const auto give_back_start = profile ? Clock::now() : Clock::time_point();
   if (output_storages) forget_callers_buffers(binding);
   give_back(std::move(binding));
   if (profile && !steps_.empty())
     log_profile(step_us, binding_us,
-                std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - give_back_start).count());
+                std::chrono::duration<double, std::micro>(Clock::now() - give_back_start).count());
   if (allocations) *allocations = storage_allocations() - allocations_before;
   return outputs;
 }
@@ -493,14 +496,16 @@ std::shared_ptr<const Executable::Layout> Executable::layout_for(const SymbolVal
   }
   auto layout = std::make_shared<Layout>();
   layout->symbols = symbols;
-  layout->shapes.resize(slots_.size());
+  layout->shaped.resize(slots_.size());
   layout->sizes.assign(buffer_slots_.size(), 0);
   // Each buffer holds, in turn, values of several types.
   for (size_t b = 0; b < buffer_slots_.size(); ++b) {
     for (int s : buffer_slots_[b]) {
       const TensorType& t = slots_[s].value.type();
-      layout->shapes[s] = evaluate(t.shape, symbols);
-      layout->sizes[b] = std::max(layout->sizes[b], checked_nbytes(op_name(slots_[s].value.node->op), layout->shapes[s], t.dtype));
+      std::vector<int64_t> shape = evaluate(t.shape, symbols);
+      layout->sizes[b] = std::max(layout->sizes[b], checked_nbytes(op_name(slots_[s].value.node->op), shape, t.dtype));
+      std::vector<int64_t> strides = Array::contiguous_strides(shape);
+      layout->shaped[s] = Array(t.dtype, std::move(shape), std::move(strides), 0, nullptr);
     }
   }
   std::lock_guard<std::mutex> lock(layout_mu_);
@@ -562,7 +567,7 @@ void Executable::resolve_views(const Layout& layout) const {
       slot_of_input[slots_[s].index] = static_cast<int>(s);
     }
     if (slots_[s].home == Home::Constant) geometry[s] = constants_[slots_[s].index];
-    if (slots_[s].home == Home::Buffer) geometry[s] = stand_in_for(static_cast<int>(s), layout.shapes[s]);
+    if (slots_[s].home == Home::Buffer) geometry[s] = stand_in_for(static_cast<int>(s), layout.shaped[s].shape());
   }
   layout.views.resize(steps_.size());
   layout.view_input.assign(steps_.size(), -1);
@@ -677,7 +682,7 @@ OutputBuffer Executable::output_buffer(const Binding& binding, size_t b) const {
   if (k < 0) return request;
   int s = outputs_[k];
   // A reshaped buffer's output is a view, whose shape the layout does not keep.
-  std::vector<int64_t> shape = slots_[s].home == Home::Buffer ? binding.layout->shapes[s]
+  std::vector<int64_t> shape = slots_[s].home == Home::Buffer ? binding.layout->shaped[s].shape()
                                                                : evaluate(slots_[s].value.type().shape, binding.layout->symbols);
   DType dtype = slots_[s].value.type().dtype;
   size_t bytes = checked_nbytes("output", shape, dtype);
@@ -691,17 +696,12 @@ OutputBuffer Executable::output_buffer(const Binding& binding, size_t b) const {
 // Each step's destinations in the buffers whose storage is new: for a static plan in its steady
 // state, none, so its launches reuse the arrays an earlier call built.
 void Executable::bind_destinations(Binding& binding, const std::vector<bool>& fresh) const {
-  if (binding.destinations.empty()) {
-    binding.destinations.resize(steps_.size());
-    for (size_t i = 0; i < steps_.size(); ++i) binding.destinations[i].resize(steps_[i].outputs.size());
-  }
+  if (binding.destinations.empty()) binding.destinations.resize(destination_offset_.back());
   for (size_t i = 0; i < steps_.size(); ++i) {
     for (size_t k = 0; k < steps_[i].outputs.size(); ++k) {
       const Slot& slot = slots_[steps_[i].outputs[k]];
       if (slot.home != Home::Buffer || !fresh[slot.index]) continue;
-      const std::vector<int64_t>& shape = binding.layout->shapes[steps_[i].outputs[k]];
-      binding.destinations[i][k] =
-          Array(slot.value.type().dtype, shape, Array::contiguous_strides(shape), 0, binding.storages[slot.index]);
+      binding.destinations[destination_offset_[i] + k] = binding.layout->shaped[steps_[i].outputs[k]].with_storage(binding.storages[slot.index]);
       ++destinations_built;
     }
   }
@@ -746,7 +746,7 @@ void Executable::forget_callers_buffers(Binding& binding) const {
   for (size_t b = 0; b < binding.storages.size(); ++b)
     if (holds_output_[b]) binding.storages[b].reset();
   if (binding.destinations.empty()) return;
-  for (const auto& [i, k] : output_destinations_) binding.destinations[i][k] = Array();
+  for (const auto& [i, k] : output_destinations_) binding.destinations[destination_offset_[i] + k] = Array();
 }
 
 // A binding's storages never appear in another kept binding (adopt_storages moves them), so

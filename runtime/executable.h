@@ -166,7 +166,9 @@ class Executable {
   // next call's.
   struct Layout {
     SymbolValues symbols;
-    std::vector<std::vector<int64_t>> shapes;  // per slot (buffer and input slots only)
+    // Per buffer slot: an array of its shape, contiguous, without storage; a destination is it
+    // over the buffer's storage.
+    std::vector<Array> shaped;
     std::vector<size_t> sizes;                 // per buffer, in bytes
     // The views, resolved on the layout's second call (views_resolved): written once, under
     // views_once, and read once views_ready says so.
@@ -189,7 +191,9 @@ class Executable {
   struct Binding {
     std::shared_ptr<const Layout> layout;
     std::vector<std::shared_ptr<Storage>> storages;
-    std::vector<std::vector<Array>> destinations;  // per step, per output (undefined: not a buffer)
+    // Each step's outputs' destinations, step i's from destination_offset_[i] on, in one vector
+    // (one allocation for a plan's, not one per step); undefined: not a buffer.
+    std::vector<Array> destinations;
     int64_t calls = 0;                             // calls of these sizes since it was bound
   };
   static constexpr size_t kBindings = 8;  // shapes a static plan keeps bound
@@ -200,10 +204,13 @@ class Executable {
   void bind_destinations(Binding& binding, const std::vector<bool>& fresh) const;
   // `binding_us`: taking the call's binding (buffers, destinations); `give_back_us`: keeping it.
   void log_profile(std::vector<std::pair<double, size_t>> step_us, double binding_us, double give_back_us) const;
-  static void run_kernel(const Step& step, const std::vector<Array>& args, const std::vector<Array>& destinations);
+  static void run_kernel(const Step& step, std::span<const Array> args, std::span<const Array> destinations);
   // Runs `step`, leaving its results in `destinations` where they are buffers; returns them.
-  std::vector<Array> run_one(const Step& step, const std::vector<Array>& args, const std::vector<Array>& destinations,
+  std::vector<Array> run_one(const Step& step, std::span<const Array> args, std::span<const Array> destinations,
                              const SymbolValues& symbols) const;
+  std::span<const Array> destinations_of(const Binding& binding, size_t step) const {
+    return {binding.destinations.data() + destination_offset_[step], steps_[step].outputs.size()};
+  }
   void give_back(Binding binding) const;
   void forget_callers_buffers(Binding& binding) const;
   static size_t binding_bytes(const Binding& binding);
@@ -222,6 +229,7 @@ class Executable {
   std::vector<bool> holds_output_;              // per buffer: an output is in it or views it
   std::vector<int> exact_output_;               // per buffer: the output that is all of it, or -1
   std::vector<long> destination_refs_;          // per buffer: the step destinations in it
+  std::vector<size_t> destination_offset_;      // per step: where its destinations start in a binding's
   std::vector<std::pair<int, int>> output_destinations_;  // (step, output) destinations in buffers of outputs
   std::vector<int> outputs_;
   bool static_buffers_ = false;
