@@ -301,8 +301,6 @@ std::vector<Array> Executable::run(std::span<const Array> inputs, const SymbolVa
   using Clock = std::chrono::steady_clock;
   const auto call_start = profile ? Clock::now() : Clock::time_point();  // the clock costs when not profiling
   Binding binding = take_binding(symbols, output_storages);
-  const double binding_us =
-      profile ? std::chrono::duration<double, std::micro>(Clock::now() - call_start).count() : 0;
   std::vector<Array> values(slots_.size());
   for (size_t s = 0; s < slots_.size(); ++s) {
     if (slots_[s].home == Home::Input) values[s] = inputs[slots_[s].index];
@@ -311,10 +309,13 @@ std::vector<Array> Executable::run(std::span<const Array> inputs, const SymbolVa
   const Layout* layout = binding.layout && views_resolved(*binding.layout) ? binding.layout.get() : nullptr;
   const std::vector<char> as_assumed =
       layout && !layout->assumed_inputs.empty() ? inputs_as_assumed(*layout, inputs) : std::vector<char>();
+  // The binding's time includes resolving the layout's views, on the call that does.
+  const double binding_us =
+      profile ? std::chrono::duration<double, std::micro>(Clock::now() - call_start).count() : 0;
   std::vector<Array> args;
   args.reserve(8);  // most steps read fewer: no growth per call
   std::vector<std::pair<double, size_t>> step_us;
-  auto step_start = call_start;
+  auto step_start = profile ? Clock::now() : Clock::time_point();
   for (const Step& step : steps_) {
     if (profile) {
       auto now = Clock::now();
@@ -488,11 +489,14 @@ Executable::Binding Executable::take_binding(const SymbolValues& symbols, const 
 }
 
 // Evaluated once per set of sizes while the calls repeat them: a plan of buffers per call binds
-// new storages every call, but not its shapes.
+// new storages every call, but not its shapes. A buffer slot whose shape is the previous
+// layout's keeps that layout's array (and so its geometry, which view resolution compares).
 std::shared_ptr<const Executable::Layout> Executable::layout_for(const SymbolValues& symbols) const {
+  std::shared_ptr<const Layout> previous;
   {
     std::lock_guard<std::mutex> lock(layout_mu_);
     if (last_layout_ && last_layout_->symbols == symbols) return last_layout_;
+    previous = last_layout_;
   }
   auto layout = std::make_shared<Layout>();
   layout->symbols = symbols;
@@ -504,23 +508,34 @@ std::shared_ptr<const Executable::Layout> Executable::layout_for(const SymbolVal
       const TensorType& t = slots_[s].value.type();
       std::vector<int64_t> shape = evaluate(t.shape, symbols);
       layout->sizes[b] = std::max(layout->sizes[b], checked_nbytes(op_name(slots_[s].value.node->op), shape, t.dtype));
+      if (previous && previous->shaped[s].shape() == shape) {
+        layout->shaped[s] = previous->shaped[s];
+        continue;
+      }
       std::vector<int64_t> strides = Array::contiguous_strides(shape);
       layout->shaped[s] = Array(t.dtype, std::move(shape), std::move(strides), 0, nullptr);
     }
   }
+  layout->follows = previous != nullptr;
+  layout->previous = std::move(previous);
   std::lock_guard<std::mutex> lock(layout_mu_);
   last_layout_ = layout;
   return layout;
 }
 
-// Whether this call may use the layout's resolved views: from its second call on. A size met
-// once (each step of a decode, whose cache length grows) runs its views as steps, which costs
-// less than resolving them: GPT-2's decode step spent 137 us resolving, once per step.
+// Whether this call may use the layout's resolved views. The first layout of a plan resolves on
+// its second call: a plan called once runs its views as steps, which costs less than resolving
+// them. A layout that follows another (sizes that change from call to call: each step of a
+// decode, whose cache length grows) resolves on its first, reusing the previous layout's
+// resolution wherever a step's input is laid out as it was there, which costs less than
+// running the views (GPT-2's decode step: 50 reshapes, 26 slices, 17 permutes, most of them of
+// the new token's values, whose sizes do not change).
 bool Executable::views_resolved(const Layout& layout) const {
   if (layout.views_ready.load(std::memory_order_acquire)) return true;
-  if (layout.calls.fetch_add(1, std::memory_order_relaxed) == 0) return false;
+  if (layout.calls.fetch_add(1, std::memory_order_relaxed) == 0 && !layout.follows) return false;
   std::call_once(layout.views_once, [&] {
     resolve_views(layout);
+    layout.previous.reset();  // resolved: a chain of layouts is not kept alive
     layout.views_ready.store(true, std::memory_order_release);
   });
   return true;
@@ -532,64 +547,54 @@ bool Executable::views_resolved(const Layout& layout) const {
 // 0), a constant, and a view of either. Through the interpreter each view step cost about 0.6 us
 // (evaluating its types, its attributes by name, vectors made and copied): 22 of the 34 steps of
 // a small transformer block were views, 15 us of its 82. So each layout runs the view kernels
-// once over stand-ins of its roots, and a call gives each resolved step's outputs the storage of
-// its input. A view of a graph input is resolved assuming the input contiguous at offset 0 (a
-// parameter, a plain tensor), and a call whose input is laid out otherwise runs the step. A
-// view that copies (a reshape that cannot view its input) is not resolved, nor anything after it.
-// Resolving costs more than running the views once (stand-ins for every buffer, the view
-// kernels through the interpreter), so a layout resolves on its second call (views_resolved).
+// once over stand-ins of its roots (arrays of their geometry over one stand-in storage), and a
+// call gives each resolved step's outputs the storage of its input, sharing their geometry. A
+// view of a graph input is resolved assuming the input contiguous at offset 0 (a parameter, a
+// plain tensor), and a call whose input is laid out otherwise runs the step. A view that copies
+// (a reshape that cannot view its input) is not resolved, nor anything after it. A step whose
+// input is laid out as in the previous layout, with outputs of the same shapes, takes the
+// previous layout's outputs without running its kernel.
 void Executable::resolve_views(const Layout& layout) const {
   static char stand_in alignas(64)[64];  // the stand-ins' memory: view kernels read no element
-  auto stand_in_for = [&](int s, const std::vector<int64_t>& shape) {
-    const TensorType& t = slots_[s].value.type();
-    size_t bytes = 0;
-    try {
-      bytes = checked_nbytes("input", shape, t.dtype);
-    } catch (const std::exception&) {
-      return Array();  // more than memory holds (an input broadcast from a scalar): not resolved
-    }
-    auto storage = std::make_shared<Storage>(stand_in, bytes, [] {});
-    return Array(t.dtype, shape, Array::contiguous_strides(shape), 0, std::move(storage));
-  };
+  static const auto storage = std::make_shared<Storage>(stand_in, SIZE_MAX / 2, [] {});
+  const Layout* previous = layout.previous && layout.previous->views_ready.load(std::memory_order_acquire)
+                               ? layout.previous.get() : nullptr;
   std::vector<Array> geometry(slots_.size());
   std::vector<int> root_input(slots_.size(), -1);
   std::vector<int> slot_of_input(graph_->inputs().size(), -1);
   for (size_t s = 0; s < slots_.size(); ++s) {
     if (slots_[s].home == Home::Input) {
+      const TensorType& t = slots_[s].value.type();
       std::vector<int64_t> shape;
       try {
-        shape = evaluate(slots_[s].value.type().shape, layout.symbols);
+        shape = evaluate(t.shape, layout.symbols);
+        (void)checked_nbytes("input", shape, t.dtype);
       } catch (const std::exception&) {
-        continue;  // a size the call does not bind: views of this input run as steps
+        continue;  // a size the call does not bind, or more than memory holds (an input broadcast from a scalar): views of this input run as steps
       }
-      geometry[s] = stand_in_for(static_cast<int>(s), shape);
+      std::vector<int64_t> strides = Array::contiguous_strides(shape);
+      geometry[s] = Array(t.dtype, std::move(shape), std::move(strides), 0, storage);
       root_input[s] = slots_[s].index;
       slot_of_input[slots_[s].index] = static_cast<int>(s);
     }
     if (slots_[s].home == Home::Constant) geometry[s] = constants_[slots_[s].index];
-    if (slots_[s].home == Home::Buffer) geometry[s] = stand_in_for(static_cast<int>(s), layout.shaped[s].shape());
+    if (slots_[s].home == Home::Buffer) geometry[s] = layout.shaped[s].with_storage(storage);
   }
   layout.views.resize(steps_.size());
+  layout.view_in.resize(steps_.size());
   layout.view_input.assign(steps_.size(), -1);
   for (size_t i = 0; i < steps_.size(); ++i) {
     const Step& step = steps_[i];
     if (step.kernel || step.inputs.size() != 1 || !may_alias_input(step.node)) continue;
     const Array& x = geometry[step.inputs[0]];
-    const Node* n = step.node;
-    if (!x.defined() || kernels::view_copies(n->op, x, evaluate(n->types[0].shape, layout.symbols))) continue;
-    std::vector<Array> out;
-    try {
-      out = run_op(n->op, n->attrs, std::span<const Array>(&x, 1), n->types, layout.symbols);
-    } catch (const std::exception&) {
-      continue;  // the call will run the step, and raise its error then
-    }
-    if (!std::all_of(out.begin(), out.end(), [&](const Array& a) { return a.storage() == x.storage(); })) continue;
-    for (size_t k = 0; k < out.size(); ++k) {
-      const Array& a = out[k];
-      layout.views[i].push_back({a.dtype(), a.shape(), a.strides(), a.offset()});
-      geometry[step.outputs[k]] = a;
-      root_input[step.outputs[k]] = root_input[step.inputs[0]];
-    }
+    if (!x.defined()) continue;
+    std::vector<Array> out = previous ? resolved_as_before(*previous, i, x, layout.symbols) : std::vector<Array>();
+    if (out.empty()) out = resolve_view(i, x, layout.symbols);
+    if (out.empty()) continue;
+    for (size_t k = 0; k < out.size(); ++k) geometry[step.outputs[k]] = out[k];
+    for (int s : step.outputs) root_input[s] = root_input[step.inputs[0]];
+    layout.views[i] = std::move(out);
+    layout.view_in[i] = x;
     const int assumed = layout.view_input[i] = root_input[step.inputs[0]];
     if (assumed >= 0 && std::find(layout.assumed_inputs.begin(), layout.assumed_inputs.end(), assumed) ==
                             layout.assumed_inputs.end()) {
@@ -597,6 +602,35 @@ void Executable::resolve_views(const Layout& layout) const {
       layout.assumed_shapes.push_back(geometry[slot_of_input[assumed]].shape());
     }
   }
+}
+
+// Step i's outputs over `x` by its view kernel; none when it copies or fails (the call then
+// runs the step, and raises its error there).
+std::vector<Array> Executable::resolve_view(size_t i, const Array& x, const SymbolValues& symbols) const {
+  const Node* n = steps_[i].node;
+  if (kernels::view_copies(n->op, x, evaluate(n->types[0].shape, symbols))) return {};
+  std::vector<Array> out;
+  try {
+    out = run_op(n->op, n->attrs, std::span<const Array>(&x, 1), n->types, symbols);
+  } catch (const std::exception&) {
+    return {};
+  }
+  if (!std::all_of(out.begin(), out.end(), [&](const Array& a) { return a.storage() == x.storage(); })) return {};
+  return out;
+}
+
+// Step i's outputs as the previous layout resolved them, when its input is laid out as there
+// and its outputs have the same shapes; else none.
+std::vector<Array> Executable::resolved_as_before(const Layout& previous, size_t i, const Array& x,
+                                                  const SymbolValues& symbols) const {
+  const std::vector<Array>& before = previous.views[i];
+  const Array& was = previous.view_in[i];
+  if (before.empty() || !was.defined() || was.offset() != x.offset()) return {};
+  if (was.shape() != x.shape() || was.strides() != x.strides() || was.dtype() != x.dtype()) return {};
+  const std::vector<TensorType>& types = steps_[i].node->types;
+  for (size_t k = 0; k < before.size(); ++k)
+    if (before[k].shape() != evaluate(types[k].shape, symbols)) return {};
+  return before;
 }
 
 // Per input: whether it is laid out as view resolutions assume (contiguous, offset 0, the
@@ -619,11 +653,8 @@ bool Executable::run_resolved_view(int index, const Layout* layout, const std::v
   if (assumed >= 0 && !as_assumed[assumed]) return false;
   const Step& step = steps_[index];
   const std::shared_ptr<Storage>& storage = values[step.inputs[0]].storage();
-  const std::vector<ResolvedView>& resolved = layout->views[index];
-  for (size_t k = 0; k < resolved.size(); ++k) {
-    const ResolvedView& r = resolved[k];
-    values[step.outputs[k]] = Array(r.dtype, r.shape, r.strides, r.offset, storage);
-  }
+  const std::vector<Array>& resolved = layout->views[index];
+  for (size_t k = 0; k < resolved.size(); ++k) values[step.outputs[k]] = resolved[k].with_storage(storage);
   return true;
 }
 

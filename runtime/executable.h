@@ -155,12 +155,6 @@ class Executable {
     std::vector<int> release;  // slots whose last use this is
     StepSettings settings;     // how it runs (max-autotune's choice)
   };
-  // A view step's output, resolved when the layout is made ([Note: views resolved per layout]).
-  struct ResolvedView {
-    DType dtype;
-    std::vector<int64_t> shape, strides;
-    int64_t offset;  // in elements, from the start of the storage of the step's input
-  };
   // The sizes of one set of symbol values: the shape of every buffer's values and the buffers'
   // bytes, and the view steps resolved. Shared by the bindings of those values, and kept for the
   // next call's.
@@ -169,13 +163,19 @@ class Executable {
     // Per buffer slot: an array of its shape, contiguous, without storage; a destination is it
     // over the buffer's storage.
     std::vector<Array> shaped;
-    std::vector<size_t> sizes;                 // per buffer, in bytes
-    // The views, resolved on the layout's second call (views_resolved): written once, under
-    // views_once, and read once views_ready says so.
-    mutable std::vector<std::vector<ResolvedView>> views;  // per step: its outputs where resolved, else empty
+    std::vector<size_t> sizes;  // per buffer, in bytes
+    // The views, resolved on the layout's first or second call (views_resolved): written once,
+    // under views_once, and read once views_ready says so. A resolved output is an array over
+    // a stand-in of the storage the step's input lies in ([Note: views resolved per layout]).
+    mutable std::vector<std::vector<Array>> views;  // per step: its outputs where resolved, else empty
+    mutable std::vector<Array> view_in;  // per resolved step: the input it was resolved at
     mutable std::vector<int> view_input;  // per step: the input its resolution assumes contiguous at offset 0, or -1
     mutable std::vector<int> assumed_inputs;  // the inputs some resolution assumes so
     mutable std::vector<std::vector<int64_t>> assumed_shapes;  // and the shape it assumes of each
+    // The plan's layout before this one, whose resolved views this one's resolution reuses
+    // where a step's input is laid out as it was; dropped once this one is resolved.
+    mutable std::shared_ptr<const Layout> previous;
+    bool follows = false;  // made after another layout: its sizes change from call to call
     mutable std::atomic<int> calls{0};
     mutable std::atomic<bool> views_ready{false};
     mutable std::once_flag views_once;
@@ -183,6 +183,9 @@ class Executable {
   std::shared_ptr<const Layout> layout_for(const SymbolValues& symbols) const;
   bool views_resolved(const Layout& layout) const;
   void resolve_views(const Layout& layout) const;
+  std::vector<Array> resolve_view(size_t i, const Array& x, const SymbolValues& symbols) const;
+  std::vector<Array> resolved_as_before(const Layout& previous, size_t i, const Array& x,
+                                        const SymbolValues& symbols) const;
   std::vector<char> inputs_as_assumed(const Layout& layout, std::span<const Array> inputs) const;
   bool run_resolved_view(int index, const Layout* layout, const std::vector<char>& as_assumed,
                          std::vector<Array>& values) const;

@@ -568,6 +568,44 @@ TEST_CASE("plans resolve views once per layout, from its second call: views of b
   }
 }
 
+TEST_CASE("a layout that follows another resolves its views on its first call, reusing the previous "
+          "layout's where a step's input is laid out as before", "[codegen][plan]") {
+  // [Note: views resolved per layout]: a decode step's sizes change every call, so each layout
+  // is met once; its views run no step from the second size on, and the values stay exact.
+  auto fn = [](const Tensor& cache, const Tensor& token, const Tensor& w) {
+    Tensor kv = concat({cache, matmul(token, w)}, 1);  // [2, L + 1, 8], a buffer
+    Tensor heads = permute(reshape(kv, {2, kv.sizes()[1], 2, 4}), {0, 2, 1, 3});  // strides change with L
+    Tensor q = permute(reshape(matmul(token, w), {2, 1, 2, 4}), {0, 2, 1, 3});     // static: reused as is
+    Tensor scores = matmul(q, transpose(heads, 2, 3));   // [2, 2, 1, L + 1]
+    Tensor middle = slice(transpose(kv, 1, 2), 1, 2, 5);  // [2, 3, L + 1], strides of L
+    return std::vector<Tensor>{softmax(scores, -1), exp(middle)};
+  };
+  for (const char* mode : {"default", "reduce-overhead"}) {
+    INFO(mode);
+    auto f = compile(fn, Options{.mode = mode, .dynamic = true});
+    Tensor w = uniform({8, 8}, 7);
+    std::vector<int64_t> views_run;
+    for (int64_t length = 4; length < 12; ++length) {
+      Tensor cache = uniform({2, length, 8}, length), token = uniform({2, 1, 8}, 100 + length);
+      int64_t before = plan_views_run();
+      std::vector<Tensor> got = f(cache, token, w), want = fn(cache, token, w);
+      views_run.push_back(plan_views_run() - before);
+      REQUIRE(got.size() == want.size());
+      for (size_t k = 0; k < got.size(); ++k) CHECK(max_difference(got[k], want[k]) < 1e-5);
+    }
+    CAPTURE(views_run);
+    CHECK(f.report().recompiles.empty());
+    CHECK(views_run[0] > 0);  // the plan's first layout runs its views as steps
+    for (size_t i = 1; i < views_run.size(); ++i) CHECK(views_run[i] == 0);
+    // The cache at an offset (a slice of a longer one): the views of the input run as steps,
+    // with the same values, and the next call resolves again.
+    Tensor longer = uniform({2, 20, 8}, 5), token = uniform({2, 1, 8}, 6);
+    Tensor cache = slice(longer, 1, 3, 15);
+    std::vector<Tensor> got = f(cache, token, w), want = fn(cache, token, w);
+    for (size_t k = 0; k < got.size(); ++k) CHECK(max_difference(got[k], want[k]) < 1e-5);
+  }
+}
+
 TEST_CASE("every dump stage can be written: graph, spec, MLIR before and after lowering, LLVM IR, assembly",
           "[codegen][dumps]") {
   std::string root = "/tmp/ember-dump-stages-" + std::to_string(getpid());
