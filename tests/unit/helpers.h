@@ -27,6 +27,16 @@ inline std::string error_of(const std::function<void()>& f, ErrorKind* kind = nu
   return "";
 }
 
+// The largest |a - b| over two float tensors; infinite when their shapes differ. Safe off the
+// test's thread (no Catch assertion).
+inline double max_difference(const Tensor& a, const Tensor& b) {
+  Array x = a.array().contiguous(), y = b.array().contiguous();
+  if (x.shape() != y.shape()) return INFINITY;
+  double d = 0;
+  for (int64_t i = 0; i < x.numel(); ++i) d = std::max(d, std::abs(x.get(i) - y.get(i)));
+  return d;
+}
+
 // Same dtype, shape and bytes: -0.0 differs from 0.0, and NaNs of another sign or payload differ.
 // Every element of `got` within rtol/atol of `want` (computed in float64); NaN where want is,
 // the same infinity where want is infinite.

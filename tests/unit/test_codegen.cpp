@@ -27,6 +27,7 @@
 
 using namespace ember;
 using ember::test::error_of;
+using ember::test::max_difference;
 using ember::test::same_bits;
 
 namespace {
@@ -42,15 +43,6 @@ const char* kSpec = R"(kernel rank=2 {
   store out1 = %5
 }
 )";
-
-// The largest |a - b| over two float tensors of one shape.
-double max_difference(const Tensor& a, const Tensor& b) {
-  Array x = a.array().contiguous(), y = b.array().contiguous();
-  REQUIRE(x.shape() == y.shape());
-  double d = 0;
-  for (int64_t i = 0; i < x.numel(); ++i) d = std::max(d, std::abs(x.get(i) - y.get(i)));
-  return d;
-}
 
 }  // namespace
 
