@@ -5,7 +5,9 @@ Each figure is the first call alone (compile included), timed in a child process
 already imported torch and built the model. ember's own part is what its report counts (its
 translation and compile of each graph); the rest is Dynamo's tracing and AOTAutograd.
 
-    .venv/bin/python benchmarks/first_call.py [--models gpt2,resnet18] [--warm 3] [--out FILE]
+    .venv/bin/python benchmarks/first_call.py [--models gpt2,resnet18,fn:gpt2] [--warm 3] [--out FILE]
+
+A name `fn:MODEL` compiles a plain function that calls the model (a global), not the module.
 """
 import argparse
 import datetime
@@ -21,15 +23,26 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
+MODEL = None  # the model that `call_model` calls (a `fn:` name)
+
+
+def call_model(*args):
+    return MODEL(*args)
+
+
 def child(backend, name):
     """In the child process: build the model, compile it, time its first call; print JSON."""
+    global MODEL
     import warnings
     warnings.simplefilter("ignore")
     import torch
     sys.path.insert(0, HERE)
     import model_zoo
-    model, args = model_zoo.build(name, "bench")
+    as_function = name.startswith("fn:")
+    model, args = model_zoo.build(name.removeprefix("fn:"), "bench")
     model.eval()
+    if as_function:
+        MODEL, model = model, call_model
     if backend == "ember":
         import ember
         from ember._compile import report_of
@@ -72,7 +85,7 @@ def row(label, name, cold, warm):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--child", nargs=2, metavar=("BACKEND", "MODEL"))
-    parser.add_argument("--models", default="gpt2,resnet18")
+    parser.add_argument("--models", default="gpt2,resnet18,fn:gpt2")
     parser.add_argument("--warm", type=int, default=3)
     parser.add_argument("--backends", default="ember,inductor")
     parser.add_argument("--out", default=None)

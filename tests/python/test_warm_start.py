@@ -1,6 +1,7 @@
 """The warm start ([Note: the warm start], frontend/python/ember/_warm.py): a compiled module's
 first call in a new process loads what an earlier process traced, and never replays an entry
 that no longer fits (damaged, another model, changed code, another torch)."""
+import functools
 import json
 import os
 import subprocess
@@ -17,6 +18,10 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 MODEL = """
 import torch
 WIDTH = {width}
+SCALE = 2.0
+W = torch.linspace(-1.0, 1.0, 4)
+def fn(x):
+    return torch.tanh(x[:, :4] * SCALE + W) {tail}
 class Model(torch.nn.Module):
     def __init__(self):
         super().__init__()
@@ -162,6 +167,31 @@ def test_eight_processes_at_once(tmp_path, cache):
     assert child(cache, model)["warm"] == ["loaded"]
 
 
+@pytest.mark.parametrize("what", ["module", "function"])
+def test_a_global_rebound_after_the_first_call_is_read_anew(tmp_path, cache, what):
+    # An AOTCompiledFunction ran over a copy of its globals made when it was traced or loaded:
+    # a rebound global tensor kept its old value in both processes, and a rebound scale in the
+    # loaded one, whose guards read the copy too ([Note: live globals], _warm.py).
+    model = write_model(tmp_path, tail="* SCALE + W")
+    extra = ["--rebind"] + (["--function"] if what == "function" else [])
+    cold, warm = child(cache, model, *extra), child(cache, model, *extra)
+    assert cold["warm"] == ["traced and stored"] and warm["warm"] == ["loaded"], (cold, warm)
+    for out in (cold, warm):
+        assert out["diff"] < 1e-5 and out["rebound_diff"] < 1e-5, out
+
+
+def test_a_function_in_a_second_process_skips_tracing_and_aot_autograd(tmp_path, cache):
+    model = write_model(tmp_path)
+    cold = child(cache, model, "--function")
+    assert cold["warm"] == ["traced and stored"] and cold["aot_autograd_calls"] == 1, cold
+    warm = child(cache, model, "--function")
+    assert warm["warm"] == ["loaded"] and warm["aot_autograd_calls"] == 0 and warm["dynamo_frames"] == 0, warm
+    assert warm["kernels_compiled"] == 0 and cold["diff"] < 1e-5 and warm["diff"] < 1e-5, warm
+    # The function's code is in the key: an edited function traces anew.
+    edited = child(cache, write_model(tmp_path, tail="* 1.0"), "--function")
+    assert edited["warm"] == ["traced and stored"] and edited["diff"] < 1e-5, edited
+
+
 # --- in one process --------------------------------------------------------------------------
 
 class Small(torch.nn.Module):
@@ -300,3 +330,159 @@ def test_a_class_made_inside_a_function_is_not_traced_for_the_warm_start(monkeyp
     (warm,) = report_of(compiled).warm
     assert warm["outcome"] == "not used: a class defined inside a function cannot be saved"
     assert entries(tmp_path) == []
+
+
+# --- functions and closures, loaded in the same process (a second compile finds the entry) ------
+
+def compile_twice(fn, tmp_path, monkeypatch):
+    """Two compiles of `fn` over one cache: the first traces and stores, the second loads."""
+    monkeypatch.setenv("EMBER_CACHE_DIR", str(tmp_path))
+    torch._dynamo.reset()
+    return ember.compile(fn), ember.compile(fn)
+
+
+def outcomes(compiled):
+    return [w["outcome"] for w in report_of(compiled).warm]
+
+
+def test_a_closure_rebound_after_the_first_call_is_read_anew(monkeypatch, tmp_path):
+    def make():
+        scale, bias = 2.0, torch.ones(4)
+
+        def f(x):
+            return x * scale + bias
+
+        def rebind(s, b):
+            nonlocal scale, bias
+            scale, bias = s, b
+        return f, rebind
+
+    f, rebind = make()
+    x = torch.randn(3, 4)
+    for compiled in compile_twice(f, tmp_path, monkeypatch):
+        rebind(2.0, torch.ones(4))
+        torch.testing.assert_close(compiled(x), f(x))
+        rebind(3.0, torch.zeros(4))  # the entry's guards see the new scale; the new bias is read
+        torch.testing.assert_close(compiled(x), f(x))
+        rebind(3.0, torch.full((4,), 5.0))
+        torch.testing.assert_close(compiled(x), f(x))
+    assert outcomes(compiled) == ["loaded"]
+
+
+def test_functions_made_by_one_factory_do_not_share_an_entry_they_differ_in(monkeypatch, tmp_path):
+    def adder(k):
+        return lambda x: x + k
+
+    x = torch.randn(5)
+    first, _ = compile_twice(adder(1), tmp_path, monkeypatch)
+    torch.testing.assert_close(first(x), x + 1)
+    second = ember.compile(adder(2))  # the same code and key: the entry's guard on k refuses
+    torch.testing.assert_close(second(x), x + 2)
+    # Two lambdas on one line differ in their code's constants: two keys.
+    plus, times = ember.compile(lambda x: x + 3), ember.compile(lambda x: x * 3)
+    torch.testing.assert_close(plus(x), x + 3)
+    torch.testing.assert_close(times(x), x * 3)
+
+
+def doubled(forward):
+    @functools.wraps(forward)
+    def wrapper(self, x):
+        return forward(self, x) * 2
+    return wrapper
+
+
+class Decorated(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(6, 6)
+
+    @doubled
+    def forward(self, x):
+        return self.lin(x).relu()
+
+
+def test_a_decorated_forward_loads(monkeypatch, tmp_path):
+    torch.manual_seed(0)
+    model = Decorated().eval()
+    x = torch.randn(3, 6)
+    with torch.no_grad():
+        for compiled in compile_twice(model, tmp_path, monkeypatch):
+            torch.testing.assert_close(compiled(x), model(x))
+    assert outcomes(compiled) == ["loaded"]
+
+
+def test_a_method_or_partial_goes_the_ordinary_way(monkeypatch, tmp_path):
+    monkeypatch.setenv("EMBER_CACHE_DIR", str(tmp_path))
+    model = Small().eval()
+    x = torch.randn(2, 6)
+    bound = ember.compile(model.forward)
+    part = ember.compile(functools.partial(torch.add, alpha=2))
+    with torch.no_grad():
+        torch.testing.assert_close(bound(x), model(x))
+    torch.testing.assert_close(part(x, x), x * 3)
+    assert outcomes(bound) == [] and outcomes(part) == []
+
+
+@pytest.mark.parametrize("what", ["module", "function"])
+def test_a_first_derivative_with_create_graph_through_an_entry(monkeypatch, tmp_path, what):
+    """aot_compile lowers the backward at once with donated buffers, which refused
+    create_graph=True (a gradient penalty's first derivative); the ordinary route allows it."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(5, 5), torch.nn.Tanh())
+    fn = model if what == "module" else (lambda t: model(t).sin().sum())
+    for compiled in compile_twice(fn, tmp_path, monkeypatch):
+        x = torch.randn(3, 5, requires_grad=True)
+        out, expected = compiled(x), fn(x)
+        (grad,) = torch.autograd.grad(out.sum(), x, create_graph=True)
+        (want,) = torch.autograd.grad(expected.sum(), x, create_graph=True)
+        torch.testing.assert_close(grad, want)
+        with pytest.raises(RuntimeError, match="double backward"):  # as torch.compile
+            torch.autograd.grad(grad.sum(), x, allow_unused=True)
+    assert outcomes(compiled) == ["loaded"]
+
+
+# --- identities by name ([Note: identities by name], _warm.py) ---------------------------------
+
+def closure_over(op):
+    return lambda a: op(a, 2.0) * 3
+
+
+def test_an_entry_over_another_function_is_not_loaded(monkeypatch, tmp_path):
+    # The same lambda's code over another function in its closure: the key is the same, and the
+    # guard on the function's identity cannot be saved. It is checked by name when loading.
+    x = torch.randn(6)
+    first, _ = compile_twice(closure_over(torch.add), tmp_path, monkeypatch)
+    torch.testing.assert_close(first(x), (x + 2) * 3)
+    other = ember.compile(closure_over(torch.sub))
+    torch.testing.assert_close(other(x), (x - 2) * 3)
+    (outcome,) = outcomes(other)
+    assert outcome == "traced and stored", outcome
+    again = ember.compile(closure_over(torch.sub))  # its own entry now
+    torch.testing.assert_close(again(x), (x - 2) * 3)
+    assert outcomes(again) == ["loaded"]
+
+
+ACTIVATION = torch.relu
+
+
+def activated(x):
+    return ACTIVATION(x) + 1
+
+
+def called_with(x, act):
+    return act(x) * 2
+
+
+def test_a_function_rebound_or_passed_after_the_first_call_is_seen(monkeypatch, tmp_path):
+    x = torch.randn(7)
+    for compiled in compile_twice(activated, tmp_path, monkeypatch):
+        monkeypatch.setitem(globals(), "ACTIVATION", torch.relu)
+        torch.testing.assert_close(compiled(x), x.relu() + 1)
+        monkeypatch.setitem(globals(), "ACTIVATION", torch.tanh)
+        torch.testing.assert_close(compiled(x), x.tanh() + 1)
+    assert outcomes(compiled) == ["loaded"]
+    for compiled in compile_twice(called_with, tmp_path, monkeypatch):
+        torch.testing.assert_close(compiled(x, torch.relu), x.relu() * 2)
+        torch.testing.assert_close(compiled(x, torch.sigmoid), x.sigmoid() * 2)
+        torch.testing.assert_close(compiled(x, torch.relu), x.relu() * 2)
+    assert outcomes(compiled) == ["loaded"]

@@ -3,7 +3,11 @@ it with ember, calls it once (and a training step with --train) and prints what 
 JSON: the warm start's outcome, whether Dynamo traced or AOTAutograd ran, the difference from
 eager.
 
-    python warm_child.py MODEL_FILE [--train] [--torch-version V] [--batch N] [--then-batches N,M,...]
+    python warm_child.py MODEL_FILE [--function] [--train] [--torch-version V] [--batch N]
+                         [--then-batches N,M,...] [--rebind]
+
+--function compiles the file's function `fn` instead of its class `Model`; --rebind gives the
+file's globals SCALE and W new values after the first call, and calls again.
 """
 import argparse
 import importlib.util
@@ -40,6 +44,8 @@ def main():
     parser.add_argument("--torch-version")
     parser.add_argument("--batch", type=int, default=3)
     parser.add_argument("--then-batches", default="", help="inference calls at these batch sizes after the first")
+    parser.add_argument("--function", action="store_true")
+    parser.add_argument("--rebind", action="store_true")
     args = parser.parse_args()
     warnings.simplefilter("ignore")
     if args.torch_version:
@@ -51,8 +57,12 @@ def main():
     count_calls(AotAutograd, "__call__", counts)  # ember's backend runs AOTAutograd through it
     source = load_model_module(args.model_file)
     torch.manual_seed(0)
-    model, x = source.Model(), torch.randn(args.batch, source.WIDTH)
-    model.train(args.train)
+    x = torch.randn(args.batch, source.WIDTH)
+    if args.function:
+        model = source.fn
+    else:
+        model = source.Model()
+        model.train(args.train)
     compiled = ember.compile(model)
     out = {}
     if args.train:
@@ -65,6 +75,10 @@ def main():
     else:
         with torch.no_grad():
             out["diff"] = (compiled(x) - model(x)).abs().max().item()
+    if args.rebind:  # a new value for each global the code reads
+        source.SCALE, source.W = source.SCALE + 1.0, source.W * 2.0 + 1.0
+        with torch.no_grad():
+            out["rebound_diff"] = (compiled(x) - model(x)).abs().max().item()
     marked = []  # inputs that kept a dynamic-dim mark after the call
     for n in [int(b) for b in args.then_batches.split(",") if b]:
         with torch.no_grad():

@@ -1,5 +1,6 @@
 """ember.compile: torch.compile's signature and behaviour, with ember as the backend."""
 import functools
+import types
 import warnings
 
 import torch
@@ -34,8 +35,11 @@ def compile(model=None, *, mode="default", fullgraph=False, dynamic=None, option
     tracer_options = {"mode": mode, "fullgraph": option_text(bool(fullgraph)),
                       "dynamic": "none" if dynamic is None else option_text(bool(dynamic)),
                       **{key: option_text(value) for key, value in options.items()}}
-    return CompiledFunction(model, torch.compile(model, backend=backend, fullgraph=fullgraph, dynamic=dynamic),
-                            tracer_options, report)
+    compiled = torch.compile(model, backend=backend, fullgraph=fullgraph, dynamic=dynamic)
+    if _warm.enabled() and isinstance(model, types.FunctionType):  # not a method, partial or callable object
+        settings = {"mode": mode, "fullgraph": fullgraph, "dynamic": dynamic, "options": options}
+        compiled = _warm.WarmStart(model, compiled, settings, report)
+    return CompiledFunction(model, compiled, tracer_options, report)
 
 
 class CompiledFunction(_DispatchCall):
@@ -70,13 +74,11 @@ def _compiled_module(model, backend, settings, report):
                         "compile the function instead")
     compiled_forward = torch.compile(cls.forward, backend=backend, fullgraph=settings["fullgraph"],
                                      dynamic=settings["dynamic"])
-    warm = _warm.WarmStart(cls, compiled_forward, settings, report) if _warm.enabled() else None
+    if _warm.enabled():
+        compiled_forward = _warm.WarmStart(cls.forward, compiled_forward, settings, report, cls=cls)
 
     def forward(self, *args, **kwargs):
-        # Inside another compiled region Dynamo inlines the ordinary forward.
-        if warm is None or torch.compiler.is_compiling():
-            return compiled_forward(self, *args, **kwargs)
-        return warm(self, args, kwargs)
+        return compiled_forward(self, *args, **kwargs)
 
     def __reduce_ex__(self, protocol):
         # Pickle (torch.save) finds classes by name, and this one shares its name with the

@@ -169,7 +169,8 @@ class Report:
         self._lock = threading.Lock()
         self.graphs = []
         self.breaks = []      # Dynamo's graph breaks: {"reason", "location", "source"}
-        self.recompiles = []  # {"guard"}
+        self.recompiles = []  # {"guard", "location", "function"}
+        self.warm_recompiles = []  # compiles after a warm entry's guards refused a call (_warm.py)
         self.tracer = None    # ember's own tracer, when a function ran on ember tensors
         self.notes = []       # what the user should know beyond the graphs (untraced_modules)
         self.warm = []        # the warm start's first calls: {"key", "outcome", "seconds"} (_warm.py)
@@ -202,7 +203,7 @@ class Report:
             found.append({"guard": reason.strip(), "location": f"{m.co_filename}:{m.co_firstlineno}",
                           "function": m.co_name})
         with self._lock:
-            self.recompiles = found
+            self.recompiles = self.warm_recompiles + found
 
     @property
     def graph_count(self):

@@ -1,5 +1,5 @@
-"""The warm start: a compiled module's first call in a new process reuses the traced forward that
-an earlier process stored, instead of tracing it again.
+"""The warm start: a compiled module's or function's first call in a new process reuses what an
+earlier process traced and stored, instead of tracing it again.
 
 [Note: the warm start]
 Dynamo's bytecode tracing and AOTAutograd are most of a first call (GPT-2: 1.0 s and 0.4 s of
@@ -10,9 +10,9 @@ transformed bytecode, its guards, and the backend's result) that serializes when
 compilers return OutputCode objects. ember's is WarmGraph: the ATen graph travels, pickled, and
 the loading process compiles it again with ember (its kernels from the disk cache).
 
-So the first call of a compiled module looks in the disk cache (kind "warm") under a key made
-of what is known before tracing: the class, the settings, the versions, the grad mode and the
-inputs' structure, dtypes and sizes. A hit is loaded and serves when its guards admit this call
+So the first call of a compiled module (or function) looks in the disk cache (kind "warm") under
+a key made of what is known before tracing: the class (the function's name and code), the
+settings, the versions, the grad mode and the inputs' structure, dtypes and sizes. A hit is loaded and serves when its guards admit this call
 and the source of every function it traced is unchanged. A miss traces the call as one graph
 through aot_compile, stores it, and serves. Anything that route cannot do (a graph break, a
 guard or object that does not serialize) sends the module the ordinary way (torch.compile's
@@ -24,9 +24,11 @@ not in its records: a warm process compiled the second size static and the third
 compile more than the cold process. So the first ordinary call marks the dims whose sizes differ
 from the entry's as dynamic (maybe_mark_dynamic, taken off the caller's tensors afterwards).
 
-Guards that cannot be saved are left out, as PyTorch's own aot_compile does: object identities
-(ID_MATCH and its kin) and the contents of the forward's closure (a decorator's); the key and
-the source check stand for them. EMBER_WARM_START=0 turns the warm start off.
+Guards that cannot be saved (object identities: ID_MATCH and its kin) are kept by name
+([Note: identities by name], _warm_guards.py). The traced function's closure is given again as
+its live cells, and it runs over its module's live globals ([Note: live globals]): what the
+program rebinds after the first call is read anew and guarded. EMBER_WARM_START=0 turns the
+warm start off.
 """
 import contextlib
 import functools
@@ -45,10 +47,11 @@ import torch._inductor.config
 from torch._inductor.output_code import OutputCode
 
 from . import _C, _report
+from . import _warm_guards as _guards
 from ._symbols import Unsupported
 
 KIND = "warm"
-FORMAT = 1
+FORMAT = 2
 _NEGATIVE = b"ember-warm-negative\n"
 
 
@@ -84,6 +87,13 @@ class WarmGraph(OutputCode):
             # compiles the pieces around the break. The trace fails, and the module goes that way.
             raise Unsupported("a size that depends on the data (the ordinary route breaks the graph there)")
         self._boxed_call = True
+        context = torch._guards.TracingContext.try_get()
+        if kind == "forward" and context is not None and context.fw_metadata is not None:
+            # aot_compile lowers the backward at once, with buffers donated to it, and such a
+            # backward refuses create_graph=True (a gradient penalty's first derivative): the
+            # ordinary route lowers it lazily and drops the donation then. ember's backward
+            # takes no donated buffer.
+            context.fw_metadata.bw_donated_idxs = []
         self.kind, self.mode, self.options = kind, mode, options
         self.visible_outputs, self.piece = visible_outputs, piece
         self.gm, self.blob = gm, None
@@ -152,12 +162,20 @@ def _describe(value, depth=0):
     return f"{type(value).__module__}.{type(value).__qualname__}"
 
 
-def key_of(cls, settings, module, args, kwargs):
+def identity_of(cls, fn):
+    """What names the traced code in the key: a module's class, or a function's name, code and
+    default arguments."""
+    if cls is not None:
+        return f"class {cls.__module__}.{cls.__qualname__}"
+    return (f"function {fn.__module__}.{fn.__qualname__} {_guards.code_digest(fn.__code__)} "
+            f"{_describe(fn.__defaults__)} {_describe(fn.__kwdefaults__)}")
+
+
+def key_of(identity, settings, training, args, kwargs):
     options = sorted((k, repr(v)) for k, v in settings["options"].items())
     parts = [f"ember-warm-{FORMAT}", _ember_digest(), torch.__version__, sys.version,
-             repr((settings["mode"], options, settings["fullgraph"], settings["dynamic"])),
-             f"{cls.__module__}.{cls.__qualname__}", repr((torch.is_grad_enabled(), torch.is_inference_mode_enabled(),
-                                                           module.training)),
+             repr((settings["mode"], options, settings["fullgraph"], settings["dynamic"])), identity,
+             repr((torch.is_grad_enabled(), torch.is_inference_mode_enabled(), training)),
              _describe(args), _describe(kwargs)]
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()
 
@@ -165,25 +183,12 @@ def key_of(cls, settings, module, args, kwargs):
 # --- what is saved with an entry -------------------------------------------------------------
 
 def _closure_data(fn):
-    """The forward's closure (a decorator's function): given again when loading, not pickled."""
-    return {f"closure{i}": cell.cell_contents for i, cell in enumerate(fn.__closure__ or ())}
+    """The traced function's closure, given again when loading as its live cells (not pickled):
+    the entry then reads, and its guards check, what the cells hold at each call."""
+    return {f"closure{i}": cell for i, cell in enumerate(fn.__closure__ or ())}
 
 
-def _keep_guard(freevars):
-    """Dynamo's guard filter: every guard but those that cannot be saved (an object's identity
-    and its kin) and those on the forward's closure (`freevars`: not pickled, given again)."""
-    from torch._dynamo.guards import CheckFunctionManager
-    unsavable = CheckFunctionManager.UNSUPPORTED_SERIALIZATION_GUARD_TYPES
-
-    def keep(entry):
-        root = entry.name.split(".")[0].split("[")[0]
-        return not (root in freevars or entry.guard_type in unsavable
-                    or any(t in unsavable for t in entry.derived_guard_types or ()))
-
-    return lambda entries: [keep(e) for e in entries]
-
-
-def _serialize(entry, forward, files):
+def _serialize(entry, forward, files, identities):
     """The entry's bytes: the artifact; the modules its bytecode names by an object id
     (`___module_collections_<id>_c0`), which a new process must be given by name; and a digest
     of each source file it traced."""
@@ -192,7 +197,7 @@ def _serialize(entry, forward, files):
     modules = {ref: scope[ref].__name__ for ref in env.external_refs if isinstance(scope.get(ref), types.ModuleType)}
     artifact = entry.serialize(entry, _closure_data(forward))
     return pickle.dumps({"format": FORMAT, "modules": modules, "sources": {f: _file_digest(f) for f in files},
-                         "artifact": artifact.serialized_data})
+                         "identities": identities, "artifact": artifact.serialized_data})
 
 
 def _file_digest(path):
@@ -240,7 +245,7 @@ def _lean_aot_compile(files):
             PrecompileContext._backend_artifacts_by_key = recorded
 
 
-# --- a compiled module's forward -------------------------------------------------------------
+# --- a compiled module's forward, or a compiled function -------------------------------------
 
 def _top_level_tensors(args, kwargs):
     """The tensors among a call's arguments, by position or name."""
@@ -249,33 +254,61 @@ def _top_level_tensors(args, kwargs):
 
 
 class WarmStart:
-    """The forward of a compiled module: its warm entry where the entry's guards admit the call,
-    else the ordinary compiled forward (`ordinary`, torch.compile's)."""
+    """The calls of a compiled function, or of a compiled module's forward (`cls` given; the
+    module comes first among the arguments): its warm entry where the entry's guards admit the
+    call, else the ordinary compiled callable (`ordinary`, torch.compile's)."""
 
-    def __init__(self, cls, ordinary, settings, report):
-        self.cls, self.ordinary, self.settings, self.report = cls, ordinary, settings, report
-        self.entries = []     # AOTCompiledFunction, each with its guards
+    def __init__(self, traced, ordinary, settings, report, cls=None):
+        self.traced, self.cls = traced, cls  # the function traced: the compiled one, or cls.forward
+        self.ordinary, self.settings, self.report = ordinary, settings, report
+        self.name = (cls or traced).__qualname__
+        self.entries = []     # (AOTCompiledFunction, its guard check: _guards.guard_check_of)
         self.tried = False    # the warm route has had its one try; misses go the ordinary way
+        self.ordinary_compiled = False
         self.lock = threading.Lock()
         self.view = None
         self.entry_shapes = None  # the first entry's input sizes, by argument, until an ordinary call
 
-    def __call__(self, module, args, kwargs):
-        module = self._view(module)
-        entry = self._admitting(module, args, kwargs)
+    def __call__(self, *args, **kwargs):
+        if torch.compiler.is_compiling():  # inside another compiled region Dynamo inlines the ordinary one
+            return self.ordinary(*args, **kwargs)
+        if self.cls is not None:
+            args = (self._view(args[0]), *args[1:])
+        entries = self.entries
+        if len(entries) == 1 and entries[0][1](args, kwargs):  # the steady call, with no frame more
+            return entries[0][0].fn(*args, **kwargs)
+        entry = self._admitting(args, kwargs)
         if entry is None and not self.tried:
             with self.lock:  # one first call at a time; the others then find its entry
                 if not self.tried:
-                    found = self._first(module, args, kwargs)
+                    found = self._first(args, kwargs)
                     if found is not None:
-                        self.entries.append(found)
+                        entry, pins = found
+                        self.entries.append((entry, _guards.guard_check_of(entry, pins, self.traced.__globals__)))
                         self.entry_shapes = {key: tuple(t.shape) for key, t in _top_level_tensors(args, kwargs)}
                     self.tried = True
-            entry = self._admitting(module, args, kwargs)
+            entry = self._admitting(args, kwargs)
         if entry is not None:
-            return entry.fn(module, *args, **kwargs)
+            return entry.fn(*args, **kwargs)
+        graphs = len(self.report.graphs)
         with self._changed_sizes_dynamic(args, kwargs):
-            return self.ordinary(module, *args, **kwargs)
+            result = self.ordinary(*args, **kwargs)
+        if self.entries and len(self.report.graphs) != graphs and not self.ordinary_compiled:
+            self._note_recompile(args, kwargs)  # later ones are Dynamo's recompiles, in its own records
+        self.ordinary_compiled |= len(self.report.graphs) != graphs
+        return result
+
+    def _note_recompile(self, args, kwargs):
+        """A call that the entries' guards refused has compiled anew: a recompile, as Dynamo's
+        would be after its first compile, reported with the guard that failed."""
+        entry = self.entries[0][0]
+        info = entry._artifacts.guard_manager.check_verbose(entry.prepare_f_locals(*args, **kwargs))
+        code = self.traced.__code__
+        guard = "; ".join(info.verbose_code_parts) if not info.result else \
+            "an object named by identity is another now ([Note: identities by name])"
+        self.report.warm_recompiles.append({"guard": guard,
+                                            "location": f"{code.co_filename}:{code.co_firstlineno}",
+                                            "function": code.co_name})
 
     @contextlib.contextmanager
     def _changed_sizes_dynamic(self, args, kwargs):
@@ -304,9 +337,9 @@ class WarmStart:
                 else:
                     t._dynamo_weak_dynamic_indices = before
 
-    def _admitting(self, module, args, kwargs):
-        for entry in self.entries:
-            if entry.guard_check(module, *args, **kwargs):
+    def _admitting(self, args, kwargs):
+        for entry, guard_check in self.entries:
+            if guard_check(args, kwargs):
                 return entry
         return None
 
@@ -320,82 +353,96 @@ class WarmStart:
             view.__dict__ = module.__dict__
         return view
 
-    def _first(self, module, args, kwargs):
+    def _first(self, args, kwargs):
         if torch.distributed.is_available() and torch.distributed.is_initialized():
             return None  # DDP's optimizer splits graphs at bucket boundaries on the ordinary route
         if torch._inductor.config.force_disable_caches:
             return None  # aot_compile refuses to run
         start = time.perf_counter()
-        if "<locals>" in self.cls.__qualname__:
+        if self.cls is not None and "<locals>" in self.cls.__qualname__:
             # Saved guards name the module's class, which pickle finds by name: aot_compile
             # traced a class made inside a function (a test's, a notebook cell's) for about
             # 0.3 s before its TypeError, on every first call.
             self._note("", "not used: a class defined inside a function cannot be saved", start)
             return None
-        key = key_of(self.cls, self.settings, module, args, kwargs)
+        training = args[0].training if self.cls is not None else None
+        key = key_of(identity_of(self.cls, self.traced), self.settings, training, args, kwargs)
         payload = _C.cache_load(KIND, key)
         if payload is not None and payload.startswith(_NEGATIVE):
             self._note(key, "not used: " + payload[len(_NEGATIVE):].decode(errors="replace"), start)
             return None
         if payload is not None:
-            entry, why = self._load(payload, module, args, kwargs)
-            if entry is not None:
+            found, why = self._load(payload, args, kwargs)
+            if found is not None:
                 self._note(key, "loaded", start)
-                return entry
-            log(f"warm start: entry {key[:12]} of {self.cls.__qualname__} not used ({why}); tracing anew")
-        return self._trace(key, module, args, kwargs, start)
+                return found
+            log(f"warm start: entry {key[:12]} of {self.name} not used ({why}); tracing anew")
+        return self._trace(key, args, kwargs, start)
 
-    def _load(self, payload, module, args, kwargs):
+    def _load(self, payload, args, kwargs):
         from torch._dynamo.aot_compile import AOTCompiledFunction
-        forward = self.cls.forward
+        traced = self.traced
         scratch = _report.Report()
         try:
             stored = pickle.loads(payload)
             if stored.get("format") != FORMAT:
                 return None, "another format"
-            scope = dict(forward.__globals__)
+            scope = dict(traced.__globals__)
             scope.update({ref: importlib.import_module(name) for ref, name in stored["modules"].items()})
             _loading.report = scratch
             try:
                 entry = AOTCompiledFunction.deserialize(stored["artifact"], f_globals=scope,
-                                                        external_closure_data=_closure_data(forward))
+                                                        external_closure_data=_closure_data(traced))
             finally:
                 _loading.report = None
+            changed = _changed_sources(stored["sources"])
+            if changed:
+                return None, "changed source: " + ", ".join(changed[:3])
+            _guards.bind_live(entry, traced.__globals__, loaded=True)
+            identities = stored["identities"]
         except Exception as e:  # a stale or damaged entry is a miss
             return None, f"{type(e).__name__}: {e}"
-        changed = _changed_sources(stored["sources"])
-        if changed:
-            return None, "changed source: " + ", ".join(changed[:3])
-        if not entry.guard_check(module, *args, **kwargs):
+        if not entry.guard_check(*args, **kwargs):
             return None, "its guards refuse this call"
+        f_locals = entry.prepare_f_locals(*args, **kwargs)
+        changed = _guards.changed_identity(identities, f_locals, traced.__globals__)
+        if changed:
+            return None, "another object: " + changed
         self._adopt(scratch)
-        return entry, None
+        return (entry, _guards.pins_of([source for source, _ in identities], f_locals, traced.__globals__)), None
 
-    def _trace(self, key, module, args, kwargs, start):
+    def _trace(self, key, args, kwargs, start):
         from .dynamo import make_backend, short_reason
         s = self.settings
-        scratch = _report.Report()  # the graphs join the module's report only if the entry serves
+        scratch = _report.Report()  # the graphs join the report only if the entry serves
         backend = make_backend(s["mode"], s["options"], scratch, savable=True)
-        forward = self.cls.forward
-        files = set()
+        files, dropped = set(), []
         try:
-            compiled = torch.compile(forward, backend=backend, fullgraph=True, dynamic=s["dynamic"],
-                                     options={"guard_filter_fn": _keep_guard(forward.__code__.co_freevars)})
+            compiled = torch.compile(self.traced, backend=backend, fullgraph=True, dynamic=s["dynamic"],
+                                     options={"guard_filter_fn": _guards.guard_filter(dropped)})
             with _lean_aot_compile(files):
-                entry = compiled.aot_compile(((module, *args), kwargs))
+                entry = compiled.aot_compile((args, kwargs))
+            dropped = dict(dropped)  # a source may come more than once
+            try:
+                if any(value is _guards.NO_VALUE for value in dropped.values()):
+                    raise Unsupported("a guard on an object's identity has no object to name it by")
+                identities = [(source, _guards.stable_name(value)) for source, value in dropped.items()]
+                blob = _serialize(entry, self.traced, files, identities)
+            except Exception as e:  # it still serves this process
+                blob, outcome = None, f"traced; not stored ({type(e).__name__}: {e})"
+            _guards.bind_live(entry, self.traced.__globals__, loaded=False)
         except Exception as e:
             reason = short_reason(e)
             _C.cache_store(KIND, key, _NEGATIVE + reason.encode())
             self._note(key, "not used: " + reason, start)
             return None
-        try:
-            _C.cache_store(KIND, key, _serialize(entry, forward, files))
+        if blob is not None:
+            _C.cache_store(KIND, key, blob)
             outcome = "traced and stored"
-        except Exception as e:  # it still serves this process
-            outcome = f"traced; not stored ({type(e).__name__}: {e})"
         self._adopt(scratch)
         self._note(key, outcome, start)
-        return entry
+        f_locals = entry.prepare_f_locals(*args, **kwargs)
+        return entry, _guards.pins_of(list(dropped), f_locals, self.traced.__globals__)
 
     def _adopt(self, scratch):
         """The graphs of an entry that serves join the module's report."""
@@ -405,4 +452,4 @@ class WarmStart:
     def _note(self, key, outcome, start):
         seconds = time.perf_counter() - start
         self.report.warm.append({"key": key[:12], "outcome": outcome, "seconds": seconds})
-        log(f"warm start of {self.cls.__qualname__} (entry {key[:12]}): {outcome} in {seconds * 1e3:.0f} ms")
+        log(f"warm start of {self.name} (entry {key[:12]}): {outcome} in {seconds * 1e3:.0f} ms")

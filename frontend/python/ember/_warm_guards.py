@@ -1,0 +1,208 @@
+"""What keeps a warm entry ([Note: the warm start], _warm.py) true to the program it serves:
+the globals it runs over, the identities its guards could not save, and its guard check.
+
+[Note: live globals]
+An AOTCompiledFunction runs its bytecode over a copy of its globals, taken when it is made: a
+global that the program rebinds later (a tensor, a scale) kept its old value in every call, and
+a loaded entry's guards read the copy too, so they never noticed (a silent wrong replay). ember
+runs an entry over the module's own globals instead, as Dynamo's ordinary route does, adding the
+names the entry needs (its compiled graph, the modules it refers to) and checking its guards
+against those live globals (`bind_live`).
+"""
+import builtins
+import enum
+import functools
+import hashlib
+import re
+import types
+
+from ._symbols import Unsupported
+
+
+def code_digest(code):
+    """A function's code, as text that is the same in every process (no addresses, and sets
+    of names in a fixed order)."""
+    h = hashlib.sha256()
+
+    def add(c):
+        h.update(c.co_code + repr((c.co_names, c.co_varnames, c.co_freevars, c.co_firstlineno)).encode())
+        for k in c.co_consts:
+            if isinstance(k, types.CodeType):
+                add(k)
+            else:
+                h.update(repr(sorted(map(repr, k)) if isinstance(k, frozenset) else k).encode())
+
+    add(code)
+    return h.hexdigest()
+
+
+def guard_filter(dropped):
+    """Dynamo's guard filter: every guard but those that cannot be saved (an object's identity
+    and its kin), which are added to `dropped` as (source, object) for [Note: identities by name]."""
+    from torch._dynamo.guards import CheckFunctionManager
+    unsavable = CheckFunctionManager.UNSUPPORTED_SERIALIZATION_GUARD_TYPES
+
+    def keep(entries):
+        flags = [not (e.guard_type in unsavable or any(t in unsavable for t in e.derived_guard_types or ()))
+                 for e in entries]
+        dropped.extend((e.name, e.value if e.has_value else NO_VALUE) for e, k in zip(entries, flags) if not k)
+        return flags
+
+    return keep
+
+
+# --- identities by name ----------------------------------------------------------------------
+# [Note: identities by name]
+# The guards that cannot be saved check an object's identity: the function a global or a closure
+# names (`op = torch.sub`), a class, a module, an enum member. Left out, a loaded entry served a
+# program whose `op` was another function: a test's lambda over `op`, parametrized over add and
+# sub, computed x + 5005 for x - 5005 from the entry that the add case stored. So each such guard
+# is kept by name: its source (`G['op']`, `self.__class__`) and a description of the object that
+# is the same in every process (`stable_name`: a function's module, name and code, a class's or
+# module's name, an enum member's). A loaded entry is used only where every source describes the
+# same object now. Within a process, the sources that are an argument, a closure variable or a
+# global by itself are checked by identity at each call, as Dynamo's guards would: rebinding
+# `op` after the first call takes the ordinary route. (Deeper sources, `G['cfg'].act`, are checked
+# when an entry is loaded, not at each call.)
+
+NO_VALUE = object()
+_MISSING = object()
+_SIMPLE_SOURCE = re.compile(r"^(?:(G)\['([^'\\]+)'\]|L\['([^'\\]+)'\]|([A-Za-z_]\w*))$")
+
+
+def stable_name(value):
+    """The object as text that names the same object in another process."""
+    if value is None or isinstance(value, (bool, int, float, str, bytes)):
+        return repr(value)
+    if isinstance(value, types.ModuleType):
+        return f"module {value.__name__}"
+    if isinstance(value, types.FunctionType):
+        return f"function {value.__module__}.{value.__qualname__} {code_digest(value.__code__)}"
+    if isinstance(value, types.CodeType):
+        return f"code {code_digest(value)}"
+    if isinstance(value, enum.Enum):
+        return f"enum {type(value).__module__}.{type(value).__qualname__}.{value.name}"
+    if isinstance(value, (type, types.BuiltinFunctionType, types.MethodDescriptorType, types.WrapperDescriptorType)):
+        owner = getattr(value, "__self__", None)
+        bound = "" if owner is None or isinstance(owner, types.ModuleType) else f" of {stable_name(owner)}"
+        name = getattr(value, "__qualname__", None) or getattr(value, "__name__", "?")
+        return f"{getattr(value, '__module__', None)}.{name}{bound}"
+    if isinstance(value, types.MethodType):
+        return f"method {stable_name(value.__func__)} of {stable_name(value.__self__)}"
+    if isinstance(value, functools.partial):
+        arguments = [stable_name(a) for a in value.args] + [f"{k}={stable_name(v)}" for k, v in value.keywords.items()]
+        return f"partial {stable_name(value.func)} ({', '.join(arguments)})"
+    return f"instance of {type(value).__module__}.{type(value).__qualname__}"
+
+
+class _Globals:
+    """The globals as a guard's source reads them: `G['__builtins_dict___0']` is Dynamo's name
+    for the builtins, which it adds to the module only while it traces."""
+
+    def __init__(self, live):
+        self.live = live
+
+    def __getitem__(self, name):
+        return builtins.__dict__ if name.startswith("__builtins_dict__") else self.live[name]
+
+
+def _evaluate(source, f_locals, live):
+    """The object a guard's source names, for a call's locals and the live globals."""
+    return eval(source, {"G": _Globals(live), "L": f_locals, "__builtins__": builtins}, f_locals)
+
+
+def changed_identity(identities, f_locals, live):
+    """The first (source, description) whose source names another object now, as text; or None."""
+    for source, described in identities:
+        try:
+            now = stable_name(_evaluate(source, f_locals, live))
+        except Exception as e:
+            now = f"missing ({type(e).__name__})"
+        if now != described:
+            return f"{source} is {now}, not {described}"
+    return None
+
+
+def pins_of(sources, f_locals, live):
+    """(global?, name, object) for each source that is an argument, a closure variable or a
+    global by itself: checked by identity at each call (guard_check_of)."""
+    pins = []
+    for source in sources:
+        match = _SIMPLE_SOURCE.match(source)
+        if match:
+            is_global, name = match.group(1) is not None, match.group(2) or match.group(3) or match.group(4)
+            scope = live if is_global else f_locals
+            pins.append((is_global, name, scope.get(name, _MISSING)))
+    return pins
+
+
+# Names that Dynamo adds to the globals of the code it transforms: its compiled graph, the
+# modules that the code reaches by alias, builtins.
+_DYNAMO_NAMES = ("___", "__import_", "__compiled_fn", "__builtins_dict__", "__resume_at")
+
+
+def _same_builtins(present, wanted):
+    """Whether a builtins dict that Dynamo put in the module's globals has every entry of the
+    one the entry was made with (a loaded entry's holds only the builtins that pickle)."""
+    return (isinstance(present, dict) and isinstance(wanted, dict)
+            and all(present.get(k, _MISSING) is v for k, v in wanted.items()))
+
+
+def bind_live(entry, live, loaded):
+    """[Note: live globals]: the entry runs over `live` (the traced function's module globals),
+    given the names Dynamo made for it; a loaded entry's guards are built again over them."""
+    fn, own, env = entry.fn, entry._artifacts.backend_id, entry._artifacts.runtime_env
+    # What the bytecode and the guards name; the copy holds every other global as well, and
+    # names that Dynamo's other compiles added to the module and have changed since.
+    needed = {own, *env.external_refs, *env.import_sources, *env.used_globals}
+    for name in needed:
+        if not name.startswith(_DYNAMO_NAMES):
+            continue  # the program's own globals (and builtins) are read live
+        if name == own:  # unique to this trace (a uuid); tracing left the graph there
+            live[name] = fn.__globals__[own]
+            continue
+        # The entry's own value: a loaded entry's copy of the globals took the live ones.
+        value = env.used_globals.get(name, fn.__globals__.get(name, _MISSING))
+        if value is _MISSING:
+            continue
+        present = live.setdefault(name, value)
+        if present is not value and not _same_builtins(present, value):
+            raise Unsupported(f"the global name {name} of the entry is taken by another object")
+    bound = types.FunctionType(fn.__code__, live, fn.__name__, fn.__defaults__, fn.__closure__)
+    bound.__kwdefaults__ = fn.__kwdefaults__
+    entry.fn = bound
+    if loaded:
+        from torch._dynamo.package import load_guard_manager, load_guards_state
+        artifacts = entry._artifacts
+        artifacts.guard_manager = load_guard_manager(load_guards_state(artifacts.guards_state),
+                                                     artifacts.original_code, live)
+
+
+def guard_check_of(entry, pins, live):
+    """entry.guard_check(*args, **kwargs) and the identity of what `pins` hold (pins_of), without
+    inspect's binding of the arguments where they are positional and fill every parameter: the
+    binding was a fifth of a tiny compiled call."""
+    artifacts = entry._artifacts
+    params = artifacts.signature.parameters.values()
+    names = tuple(p.name for p in params)
+    simple = all(p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) for p in params)
+    env = artifacts.runtime_env
+    cells = tuple(zip(env.bytecode.co_freevars, env.closure or ()))
+    check = artifacts.guard_manager.check
+
+    def guard_check(args, kwargs):
+        if kwargs or not simple or len(args) != len(names):
+            f_locals = entry.prepare_f_locals(*args, **kwargs)
+        elif cells:  # as prepare_f_locals: the closure, then the arguments
+            f_locals = {name: cell.cell_contents for name, cell in cells}
+            f_locals.update(zip(names, args))
+        else:
+            f_locals = dict(zip(names, args))
+        if not check(f_locals):
+            return False
+        for is_global, name, pinned in pins:
+            if (live if is_global else f_locals).get(name, _MISSING) is not pinned:
+                return False
+        return True
+
+    return guard_check
