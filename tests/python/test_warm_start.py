@@ -22,12 +22,21 @@ SCALE = 2.0
 W = torch.linspace(-1.0, 1.0, 4)
 def fn(x):
     return torch.tanh(x[:, :4] * SCALE + W) {tail}
+def returns_tuple(as_tuple):  # a decorator with closures, as transformers' forwards have
+    def finish(out):
+        return (out,) if as_tuple else out
+    def decorate(forward):
+        def wrapper(self, x):
+            return finish(forward(self, x))
+        return wrapper
+    return decorate
 class Model(torch.nn.Module):
     def __init__(self):
         super().__init__()
         self.a = torch.nn.Linear(WIDTH, 16)
         self.norm = torch.nn.LayerNorm(16)
         self.b = torch.nn.Linear(16, 4)
+    @returns_tuple(False)
     def forward(self, x):
         return self.b(torch.relu(self.norm(self.a(x)))) {tail}
 """
@@ -486,3 +495,33 @@ def test_a_function_rebound_or_passed_after_the_first_call_is_seen(monkeypatch, 
         torch.testing.assert_close(compiled(x, torch.sigmoid), x.sigmoid() * 2)
         torch.testing.assert_close(compiled(x, torch.relu), x.relu() * 2)
     assert outcomes(compiled) == ["loaded"]
+
+
+def test_a_transformers_model_with_decorated_forwards_loads(monkeypatch, tmp_path):
+    """GPT-2's forward is decorated, and its guards read the decorator's closure: kept, they could
+    not be built again when loading (no value to read), and every warm process traced anew."""
+    transformers = pytest.importorskip("transformers")
+    config = transformers.GPT2Config(n_layer=1, n_embd=32, n_head=2, vocab_size=64, n_positions=16)
+    torch.manual_seed(0)
+    model = transformers.GPT2LMHeadModel(config).eval()
+    ids = torch.randint(0, 64, (1, 8))
+    with torch.no_grad():
+        for compiled in compile_twice(model, tmp_path, monkeypatch):
+            torch.testing.assert_close(compiled(ids).logits, model(ids).logits)
+    assert outcomes(compiled) == ["loaded"]
+
+
+def times(w):
+    return lambda x: x @ w + 1
+
+
+def test_a_closure_over_a_tensor_of_another_shape_does_not_load_its_entry(monkeypatch, tmp_path):
+    # The same code and key over a closure whose tensor has another shape: the entry's guards
+    # on the closure must compare against what tracing saw, not against the loading call.
+    x = torch.randn(2, 4)
+    first, _ = compile_twice(times(torch.ones(4, 4)), tmp_path, monkeypatch)
+    torch.testing.assert_close(first(x), x @ torch.ones(4, 4) + 1)
+    w = torch.randn(4, 3)
+    other = ember.compile(times(w))
+    torch.testing.assert_close(other(x), x @ w + 1)
+    assert outcomes(other) == ["traced and stored"]

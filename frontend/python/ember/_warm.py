@@ -391,20 +391,21 @@ class WarmStart:
             scope.update({ref: importlib.import_module(name) for ref, name in stored["modules"].items()})
             _loading.report = scratch
             try:
-                entry = AOTCompiledFunction.deserialize(stored["artifact"], f_globals=scope,
-                                                        external_closure_data=_closure_data(traced))
+                with _guards.guards_built_later():
+                    entry = AOTCompiledFunction.deserialize(stored["artifact"], f_globals=scope,
+                                                            external_closure_data=_closure_data(traced))
             finally:
                 _loading.report = None
             changed = _changed_sources(stored["sources"])
             if changed:
                 return None, "changed source: " + ", ".join(changed[:3])
-            _guards.bind_live(entry, traced.__globals__, loaded=True)
             identities = stored["identities"]
-        except Exception as e:  # a stale or damaged entry is a miss
+            f_locals = entry.prepare_f_locals(*args, **kwargs)
+            _guards.bind_live(entry, traced.__globals__, f_locals)
+            if not entry.guard_check(*args, **kwargs):
+                return None, "its guards refuse this call"
+        except Exception as e:  # a stale or damaged entry is a miss; building guards that fail raises
             return None, f"{type(e).__name__}: {e}"
-        if not entry.guard_check(*args, **kwargs):
-            return None, "its guards refuse this call"
-        f_locals = entry.prepare_f_locals(*args, **kwargs)
         changed = _guards.changed_identity(identities, f_locals, traced.__globals__)
         if changed:
             return None, "another object: " + changed
@@ -419,7 +420,7 @@ class WarmStart:
         files, dropped = set(), []
         try:
             compiled = torch.compile(self.traced, backend=backend, fullgraph=True, dynamic=s["dynamic"],
-                                     options={"guard_filter_fn": _guards.guard_filter(dropped)})
+                                     options={"guard_filter_fn": _guards.guard_filter(dropped, self.traced.__code__.co_freevars)})
             with _lean_aot_compile(files):
                 entry = compiled.aot_compile((args, kwargs))
             dropped = dict(dropped)  # a source may come more than once
@@ -430,7 +431,7 @@ class WarmStart:
                 blob = _serialize(entry, self.traced, files, identities)
             except Exception as e:  # it still serves this process
                 blob, outcome = None, f"traced; not stored ({type(e).__name__}: {e})"
-            _guards.bind_live(entry, self.traced.__globals__, loaded=False)
+            _guards.bind_live(entry, self.traced.__globals__)
         except Exception as e:
             reason = short_reason(e)
             _C.cache_store(KIND, key, _NEGATIVE + reason.encode())

@@ -10,11 +10,15 @@ names the entry needs (its compiled graph, the modules it refers to) and checkin
 against those live globals (`bind_live`).
 """
 import builtins
+import contextlib
 import enum
 import functools
 import hashlib
 import re
+import threading
 import types
+
+import torch
 
 from ._symbols import Unsupported
 
@@ -36,16 +40,26 @@ def code_digest(code):
     return h.hexdigest()
 
 
-def guard_filter(dropped):
+_ROOT = re.compile(r"^(?:L\['([^'\\]+)'\]|([A-Za-z_]\w*))")
+
+
+def guard_filter(dropped, freevars):
     """Dynamo's guard filter: every guard but those that cannot be saved (an object's identity
-    and its kin), which are added to `dropped` as (source, object) for [Note: identities by name]."""
+    and its kin), which are added to `dropped` as (source, object) for [Note: identities by name].
+    So are the guards on the traced function's closure (`freevars`), which are kept as well: a
+    loaded entry builds them over its first call's closure (bind_live), where they admit it."""
     from torch._dynamo.guards import CheckFunctionManager
     unsavable = CheckFunctionManager.UNSUPPORTED_SERIALIZATION_GUARD_TYPES
+
+    def on_closure(name):
+        match = _ROOT.match(name)
+        return match is not None and (match.group(1) or match.group(2)) in freevars
 
     def keep(entries):
         flags = [not (e.guard_type in unsavable or any(t in unsavable for t in e.derived_guard_types or ()))
                  for e in entries]
-        dropped.extend((e.name, e.value if e.has_value else NO_VALUE) for e, k in zip(entries, flags) if not k)
+        dropped.extend((e.name, e.value if e.has_value else NO_VALUE) for e, k in zip(entries, flags)
+                       if not k or on_closure(e.name))
         return flags
 
     return keep
@@ -89,6 +103,8 @@ def stable_name(value):
         return f"{getattr(value, '__module__', None)}.{name}{bound}"
     if isinstance(value, types.MethodType):
         return f"method {stable_name(value.__func__)} of {stable_name(value.__self__)}"
+    if isinstance(value, torch.Tensor):
+        return f"tensor {value.dtype} {tuple(value.shape)} {value.stride()} {value.device} {value.requires_grad}"
     if isinstance(value, functools.partial):
         arguments = [stable_name(a) for a in value.args] + [f"{k}={stable_name(v)}" for k, v in value.keywords.items()]
         return f"partial {stable_name(value.func)} ({', '.join(arguments)})"
@@ -148,9 +164,31 @@ def _same_builtins(present, wanted):
             and all(present.get(k, _MISSING) is v for k, v in wanted.items()))
 
 
-def bind_live(entry, live, loaded):
+_patch_lock = threading.Lock()
+
+
+@contextlib.contextmanager
+def guards_built_later():
+    """AOTCompiledFunction.deserialize without building the entry's guards: it built them over a
+    copy of the globals and without a call's locals, where a guard on the closure's contents (a
+    decorator's, as on GPT-2's forward) has no value to read, and the load failed. bind_live
+    builds them with both."""
+    from torch._dynamo import package
+    with _patch_lock:
+        saved = package.load_guard_manager
+        package.load_guard_manager = lambda *args, **kwargs: None
+        try:
+            yield
+        finally:
+            package.load_guard_manager = saved
+
+
+def bind_live(entry, live, f_locals=None):
     """[Note: live globals]: the entry runs over `live` (the traced function's module globals),
-    given the names Dynamo made for it; a loaded entry's guards are built again over them."""
+    given the names Dynamo made for it. A loaded entry's guards are built here, over them and
+    over what tracing saved of the locals, completed from `f_locals` (the first call's arguments
+    and closure) where it could save nothing. A guard built over such a value admits the first
+    call whatever it holds: the closure's guards are also kept by name (guard_filter)."""
     fn, own, env = entry.fn, entry._artifacts.backend_id, entry._artifacts.runtime_env
     # What the bytecode and the guards name; the copy holds every other global as well, and
     # names that Dynamo's other compiles added to the module and have changed since.
@@ -171,11 +209,15 @@ def bind_live(entry, live, loaded):
     bound = types.FunctionType(fn.__code__, live, fn.__name__, fn.__defaults__, fn.__closure__)
     bound.__kwdefaults__ = fn.__kwdefaults__
     entry.fn = bound
-    if loaded:
+    if f_locals is not None:
         from torch._dynamo.package import load_guard_manager, load_guards_state
         artifacts = entry._artifacts
-        artifacts.guard_manager = load_guard_manager(load_guards_state(artifacts.guards_state),
-                                                     artifacts.original_code, live)
+        state = load_guards_state(artifacts.guards_state)
+        scope = state.output_graph.local_scope  # what tracing saw: the guards compare against it
+        for name, value in f_locals.items():  # what it could not save (a closure's function)
+            if name not in scope or type(scope[name]).__name__ == "_Missing":
+                scope[name] = value
+        artifacts.guard_manager = load_guard_manager(state, artifacts.original_code, live)
 
 
 def guard_check_of(entry, pins, live):
