@@ -262,46 +262,49 @@ class WarmStart:
         self.traced, self.cls = traced, cls  # the function traced: the compiled one, or cls.forward
         self.ordinary, self.settings, self.report = ordinary, settings, report
         self.name = (cls or traced).__qualname__
-        self.entries = []     # (AOTCompiledFunction, its guard check: _guards.guard_check_of)
+        self.entry = None     # the AOTCompiledFunction that serves, once found
+        self.admits = None    # its guard check (_guards.guard_check_of), set after the entry
         self.tried = False    # the warm route has had its one try; misses go the ordinary way
         self.ordinary_compiled = False
         self.lock = threading.Lock()
         self.view = None
-        self.entry_shapes = None  # the first entry's input sizes, by argument, until an ordinary call
+        self.entry_shapes = None  # the entry's input sizes, by argument, until an ordinary call
 
     def __call__(self, *args, **kwargs):
         if torch.compiler.is_compiling():  # inside another compiled region Dynamo inlines the ordinary one
             return self.ordinary(*args, **kwargs)
         if self.cls is not None:
             args = (self._view(args[0]), *args[1:])
-        entries = self.entries
-        if len(entries) == 1 and entries[0][1](args, kwargs):  # the steady call, with no frame more
-            return entries[0][0].fn(*args, **kwargs)
-        entry = self._admitting(args, kwargs)
-        if entry is None and not self.tried:
-            with self.lock:  # one first call at a time; the others then find its entry
-                if not self.tried:
-                    found = self._first(args, kwargs)
-                    if found is not None:
-                        entry, pins = found
-                        self.entries.append((entry, _guards.guard_check_of(entry, pins, self.traced.__globals__)))
-                        self.entry_shapes = {key: tuple(t.shape) for key, t in _top_level_tensors(args, kwargs)}
-                    self.tried = True
-            entry = self._admitting(args, kwargs)
-        if entry is not None:
-            return entry.fn(*args, **kwargs)
+        if self.admits is not None and self.admits(args, kwargs):  # the steady call
+            return self.entry.fn(*args, **kwargs)
+        if not self.tried and self._try_first(args, kwargs):
+            return self.entry.fn(*args, **kwargs)
         graphs = len(self.report.graphs)
         with self._changed_sizes_dynamic(args, kwargs):
             result = self.ordinary(*args, **kwargs)
-        if self.entries and len(self.report.graphs) != graphs and not self.ordinary_compiled:
+        compiled_now = len(self.report.graphs) != graphs
+        if compiled_now and self.entry is not None and not self.ordinary_compiled:
             self._note_recompile(args, kwargs)  # later ones are Dynamo's recompiles, in its own records
-        self.ordinary_compiled |= len(self.report.graphs) != graphs
+        self.ordinary_compiled |= compiled_now
         return result
 
+    def _try_first(self, args, kwargs):
+        """The warm route's one try (one first call at a time; the others then find its entry):
+        whether its entry admits this call."""
+        with self.lock:
+            if not self.tried:
+                found = self._first(args, kwargs)
+                if found is not None:
+                    self.entry, pins = found
+                    self.admits = _guards.guard_check_of(self.entry, pins, self.traced.__globals__)
+                    self.entry_shapes = {key: tuple(t.shape) for key, t in _top_level_tensors(args, kwargs)}
+                self.tried = True
+        return self.admits is not None and self.admits(args, kwargs)
+
     def _note_recompile(self, args, kwargs):
-        """A call that the entries' guards refused has compiled anew: a recompile, as Dynamo's
+        """A call that the entry's guards refused has compiled anew: a recompile, as Dynamo's
         would be after its first compile, reported with the guard that failed."""
-        entry = self.entries[0][0]
+        entry = self.entry
         info = entry._artifacts.guard_manager.check_verbose(entry.prepare_f_locals(*args, **kwargs))
         code = self.traced.__code__
         guard = "; ".join(info.verbose_code_parts) if not info.result else \
@@ -336,12 +339,6 @@ class WarmStart:
                             delattr(t, name)
                 else:
                     t._dynamo_weak_dynamic_indices = before
-
-    def _admitting(self, args, kwargs):
-        for entry, guard_check in self.entries:
-            if guard_check(args, kwargs):
-                return entry
-        return None
 
     def _view(self, module):
         """The module as an instance of its own class (sharing its __dict__), as the entry is

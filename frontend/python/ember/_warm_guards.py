@@ -40,7 +40,16 @@ def code_digest(code):
     return h.hexdigest()
 
 
-_ROOT = re.compile(r"^(?:L\['([^'\\]+)'\]|([A-Za-z_]\w*))")
+# A guard's source starts with a global (G['name']), a local (L['name']) or a bare local name.
+_ROOT = re.compile(r"^(?:(G)\['([^'\\]+)'\]|L\['([^'\\]+)'\]|([A-Za-z_]\w*))")
+
+
+def _root(source):
+    """(global?, name, whether the source is that name alone) of a guard's source, or None."""
+    match = _ROOT.match(source)
+    if match is None:
+        return None
+    return match.group(1) is not None, match.group(2) or match.group(3) or match.group(4), match.end() == len(source)
 
 
 def guard_filter(dropped, freevars):
@@ -51,9 +60,9 @@ def guard_filter(dropped, freevars):
     from torch._dynamo.guards import CheckFunctionManager
     unsavable = CheckFunctionManager.UNSUPPORTED_SERIALIZATION_GUARD_TYPES
 
-    def on_closure(name):
-        match = _ROOT.match(name)
-        return match is not None and (match.group(1) or match.group(2)) in freevars
+    def on_closure(source):
+        root = _root(source)
+        return root is not None and not root[0] and root[1] in freevars
 
     def keep(entries):
         flags = [not (e.guard_type in unsavable or any(t in unsavable for t in e.derived_guard_types or ()))
@@ -81,7 +90,6 @@ def guard_filter(dropped, freevars):
 
 NO_VALUE = object()
 _MISSING = object()
-_SIMPLE_SOURCE = re.compile(r"^(?:(G)\['([^'\\]+)'\]|L\['([^'\\]+)'\]|([A-Za-z_]\w*))$")
 
 
 def stable_name(value):
@@ -143,12 +151,10 @@ def pins_of(sources, f_locals, live):
     """(global?, name, object) for each source that is an argument, a closure variable or a
     global by itself: checked by identity at each call (guard_check_of)."""
     pins = []
-    for source in sources:
-        match = _SIMPLE_SOURCE.match(source)
-        if match:
-            is_global, name = match.group(1) is not None, match.group(2) or match.group(3) or match.group(4)
-            scope = live if is_global else f_locals
-            pins.append((is_global, name, scope.get(name, _MISSING)))
+    for root in filter(None, map(_root, sources)):
+        is_global, name, alone = root
+        if alone:
+            pins.append((is_global, name, (live if is_global else f_locals).get(name, _MISSING)))
     return pins
 
 
