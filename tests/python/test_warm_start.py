@@ -525,3 +525,39 @@ def test_a_closure_over_a_tensor_of_another_shape_does_not_load_its_entry(monkey
     other = ember.compile(times(w))
     torch.testing.assert_close(other(x), x @ w + 1)
     assert outcomes(other) == ["traced and stored"]
+
+
+# --- adversarial -------------------------------------------------------------------------------
+
+def test_an_error_of_the_program_leaves_no_negative_entry(monkeypatch, tmp_path):
+    """A trace that fails because the program is wrong for these inputs (a shape mismatch) also
+    fails on the ordinary route: the user sees the error, and no negative entry is stored. Only
+    a failure that the ordinary route serves (a graph break) is remembered. A module's key has
+    no digest of its code, so such an entry outlived the fix of the bug."""
+    monkeypatch.setenv("EMBER_CACHE_DIR", str(tmp_path))
+
+    def square(x):
+        return torch.mm(x, x)
+
+    with pytest.raises(Exception, match="(?i)shape|dim|size"):
+        ember.compile(square)(torch.randn(2, 3))
+    assert entries(tmp_path) == []
+    x = torch.randn(3, 3)
+    compiled = ember.compile(square)
+    torch.testing.assert_close(compiled(x), x @ x)
+    assert outcomes(compiled) == ["traced and stored"]
+
+
+@pytest.mark.xfail(strict=True, reason="Dynamo guards a float closure with ==, which -0.0 and 0.0 pass: "
+                                       "torch.compile gives the same wrong answer (not the warm start's)")
+def test_a_closure_over_negative_zero_after_zero(monkeypatch, tmp_path):
+    monkeypatch.setenv("EMBER_CACHE_DIR", str(tmp_path))
+    torch._dynamo.reset()
+
+    def over(s):
+        return lambda x: x * s + 1 / torch.tensor(s)
+
+    x = torch.ones(2)
+    for s in (0.0, -0.0, float("nan"), 0.0, -0.0):  # found wrong at the last
+        f = over(s)
+        torch.testing.assert_close(ember.compile(f)(x), f(x), equal_nan=True)

@@ -266,6 +266,7 @@ class WarmStart:
         self.admits = None    # its guard check (_guards.guard_check_of), set after the entry
         self.tried = False    # the warm route has had its one try; misses go the ordinary way
         self.ordinary_compiled = False
+        self.negative = None  # (key, payload): the warm route failed where the ordinary one may serve
         self.lock = threading.Lock()
         self.view = None
         self.entry_shapes = None  # the entry's input sizes, by argument, until an ordinary call
@@ -280,8 +281,15 @@ class WarmStart:
         if not self.tried and self._try_first(args, kwargs):
             return self.entry.fn(*args, **kwargs)
         graphs = len(self.report.graphs)
-        with self._changed_sizes_dynamic(args, kwargs):
-            result = self.ordinary(*args, **kwargs)
+        try:
+            with self._changed_sizes_dynamic(args, kwargs):
+                result = self.ordinary(*args, **kwargs)
+        except BaseException:
+            self.negative = None  # the program's own error, not the warm route's: nothing to remember
+            raise
+        if self.negative is not None:
+            _C.cache_store(KIND, *self.negative)
+            self.negative = None
         compiled_now = len(self.report.graphs) != graphs
         if compiled_now and self.entry is not None and not self.ordinary_compiled:
             self._note_recompile(args, kwargs)  # later ones are Dynamo's recompiles, in its own records
@@ -431,7 +439,7 @@ class WarmStart:
             _guards.bind_live(entry, self.traced.__globals__)
         except Exception as e:
             reason = short_reason(e)
-            _C.cache_store(KIND, key, _NEGATIVE + reason.encode())
+            self.negative = (key, _NEGATIVE + reason.encode())  # stored once the ordinary route serves
             self._note(key, "not used: " + reason, start)
             return None
         if blob is not None:
