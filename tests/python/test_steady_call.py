@@ -258,8 +258,11 @@ def test_a_steady_call_runs_few_frames_of_ember():
         finally:
             sys.setprofile(None)
         torch.testing.assert_close(out, x + 1)
+        # Dynamo's profiler record around the graph, unwrapped ([Note: the pregraph record]).
+        record = ["record_pregraph_bytecode_enter", "record_pregraph_bytecode_exit"]
         assert frames[:2] == ["__call__", "guard_check"] and frames.count("__call__") == 3, frames
-        return sorted(f for f in frames[2:] if f != "__call__")
+        assert [f for f in frames if f.startswith("record_")] == record, frames
+        return sorted(f for f in frames[2:] if f != "__call__" and f not in record)
 
     live = graph._callable()
     if _translate._TORCH_BRIDGE is not None:
@@ -479,3 +482,18 @@ def test_sixteen_threads_share_a_c_steady_call_over_symbolic_sizes():
     for t in threads:
         t.join()
     assert not wrong
+
+
+def test_a_warm_entry_keeps_dynamos_profiler_record():
+    """The entry's pregraph record without Dynamo's disable wrappers ([Note: the pregraph record])
+    is still a record in a profile, as in torch.compile, and nothing when no profiler runs."""
+    compiled = ember.compile(lambda x: x * 2)
+    x = torch.randn(4)
+    for _ in range(2):
+        compiled(x)
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+        out = compiled(x)
+    torch.testing.assert_close(out, x * 2)
+    names = [e.name for e in prof.events()]
+    assert names.count("Pregraph bytecode") == 1, names
+    torch.testing.assert_close(compiled(x), x * 2)

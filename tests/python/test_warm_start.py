@@ -22,6 +22,11 @@ SCALE = 2.0
 W = torch.linspace(-1.0, 1.0, 4)
 def fn(x):
     return torch.tanh(x[:, :4] * SCALE + W) {tail}
+NET = torch.nn.Sequential(torch.nn.Linear(WIDTH, {hidden}), torch.nn.GELU(), torch.nn.Linear({hidden}, 4))
+def calls_net(x):  # a function calling a global module
+    return NET(x).relu() {tail}
+def checks_type(x):  # Dynamo's guard on type(x) reads torch through a global it names by id
+    return torch.tanh(x) {tail} if type(x) is torch.Tensor else x
 def returns_tuple(as_tuple):  # a decorator with closures, as transformers' forwards have
     def finish(out):
         return (out,) if as_tuple else out
@@ -42,10 +47,10 @@ class Model(torch.nn.Module):
 """
 
 
-def write_model(folder, width=8, tail="* 2.0"):
+def write_model(folder, width=8, tail="* 2.0", hidden=16):
     path = os.path.join(folder, "warm_model.py")
     with open(path, "w") as f:
-        f.write(MODEL.format(width=width, tail=tail))
+        f.write(MODEL.format(width=width, tail=tail, hidden=hidden))
     return path
 
 
@@ -141,7 +146,7 @@ def test_a_model_with_other_weight_shapes_misses(tmp_path, cache):
     wider = MODEL.replace("torch.nn.Linear(WIDTH, 16)", "torch.nn.Linear(WIDTH, 32)").replace(
         "LayerNorm(16)", "LayerNorm(32)").replace("Linear(16, 4)", "Linear(32, 4)")
     with open(os.path.join(tmp_path, "warm_model.py"), "w") as f:
-        f.write(wider.format(width=8, tail=""))
+        f.write(wider.format(width=8, tail="", hidden=16))
     again = child(cache, os.path.join(tmp_path, "warm_model.py"))
     assert again["warm"] == ["traced and stored"] and again["diff"] < 1e-5, again
 
@@ -199,6 +204,35 @@ def test_a_function_in_a_second_process_skips_tracing_and_aot_autograd(tmp_path,
     # The function's code is in the key: an edited function traces anew.
     edited = child(cache, write_model(tmp_path, tail="* 1.0"), "--function")
     assert edited["warm"] == ["traced and stored"] and edited["diff"] < 1e-5, edited
+
+
+def test_a_function_calling_a_global_module_loads_and_reads_its_weights_live(tmp_path, cache):
+    # AOTAutograd's pickler refuses an nn.Module: the global module and its submodules travel
+    # as external data, by name, and a new process gives its own (_global_modules, _warm.py).
+    model = write_model(tmp_path)
+    cold = child(cache, model, "--function", "calls_net", "--net-seed", "1")
+    assert cold["warm"] == ["traced and stored"] and cold["diff"] < 1e-5, cold
+    # Other weights in the second process.
+    warm = child(cache, model, "--function", "calls_net", "--net-seed", "2")
+    assert warm["warm"] == ["loaded"] and warm["aot_autograd_calls"] == 0 and warm["dynamo_frames"] == 0, warm
+    assert warm["diff"] < 1e-5, warm
+    # NET rebound to another module after the first call, then a submodule of it replaced.
+    rebound = child(cache, model, "--function", "calls_net", "--net-seed", "3", "--rebind")
+    assert rebound["warm"] == ["loaded"] and rebound["diff"] < 1e-5 and rebound["rebound_diff"] < 1e-5, rebound
+    # A global module of another shape refuses the entry.
+    wider = child(cache, write_model(tmp_path, hidden=24), "--function", "calls_net")
+    assert wider["warm"] == ["traced and stored"] and wider["diff"] < 1e-5, wider
+
+
+def test_a_guard_through_a_global_dynamo_named_by_id_loads(tmp_path, cache):
+    # The guard on type(x) is G['_<id of torch>_c0'].Tensor: a name Dynamo made in the tracing
+    # process, which a loaded entry's process must be given (a transformers ResNet's entry
+    # stopped loading on it).
+    model = write_model(tmp_path)
+    cold = child(cache, model, "--function", "checks_type")
+    warm = child(cache, model, "--function", "checks_type")
+    assert cold["warm"] == ["traced and stored"] and warm["warm"] == ["loaded"], (cold, warm)
+    assert warm["diff"] < 1e-5 and warm["dynamo_frames"] == 0, warm
 
 
 # --- in one process --------------------------------------------------------------------------
@@ -480,6 +514,81 @@ def activated(x):
 
 def called_with(x, act):
     return act(x) * 2
+
+
+class Settings:
+    act = torch.relu
+
+
+SETTINGS = Settings()
+ACTIVATIONS = {"act": torch.relu}
+
+
+def activated_deeper(x):
+    return SETTINGS.act(x) + ACTIVATIONS["act"](x) * 2
+
+
+def test_a_function_rebound_deeper_after_the_first_call_is_seen(monkeypatch, tmp_path):
+    # Sources below a global (G['SETTINGS'].act, G['ACTIVATIONS']['act']) were checked when an
+    # entry loads, not at each call: a rebinding after the first call replayed the old graph,
+    # in the process that traced and in the one that loaded.
+    x = torch.randn(7)
+    for compiled in compile_twice(activated_deeper, tmp_path, monkeypatch):
+        monkeypatch.setattr(SETTINGS, "act", torch.relu)
+        monkeypatch.setitem(ACTIVATIONS, "act", torch.relu)
+        torch.testing.assert_close(compiled(x), activated_deeper(x))
+        monkeypatch.setattr(SETTINGS, "act", torch.tanh)
+        torch.testing.assert_close(compiled(x), activated_deeper(x))
+        monkeypatch.setitem(ACTIVATIONS, "act", torch.sigmoid)
+        torch.testing.assert_close(compiled(x), activated_deeper(x))
+    assert outcomes(compiled) == ["loaded"]
+
+
+def scaled(x, k=2.0, *, w=torch.ones(7)):
+    return x * k * w
+
+
+def shifted(x, k=2.0, *, w=None):
+    return x - k
+
+
+def test_defaults_and_code_changed_after_the_first_call_are_seen(monkeypatch, tmp_path):
+    # The entry ran the defaults and code it was traced or loaded with (a loaded entry: a pickled
+    # copy of a default tensor), where Dynamo's frame hook sees the function as it is now.
+    x = torch.randn(7)
+    for compiled in compile_twice(scaled, tmp_path, monkeypatch):
+        torch.testing.assert_close(compiled(x), scaled(x))
+        with monkeypatch.context() as patch:
+            patch.setattr(scaled, "__defaults__", (5.0,))
+            torch.testing.assert_close(compiled(x), x * 5.0)
+            patch.setattr(scaled, "__kwdefaults__", {"w": torch.full((7,), 3.0)})
+            torch.testing.assert_close(compiled(x), x * 15.0)
+        with torch.no_grad():
+            scaled.__kwdefaults__["w"].mul_(2.0)  # a default tensor updated in place
+        try:
+            torch.testing.assert_close(compiled(x), x * 4.0)
+        finally:
+            with torch.no_grad():
+                scaled.__kwdefaults__["w"].fill_(1.0)
+        with monkeypatch.context() as patch:
+            patch.setattr(scaled, "__code__", shifted.__code__)
+            torch.testing.assert_close(compiled(x), x - 2.0)
+        torch.testing.assert_close(compiled(x), scaled(x))
+    assert outcomes(compiled) == ["loaded"]
+
+
+def test_a_forward_patched_onto_the_class_after_compile_runs(monkeypatch, tmp_path):
+    torch.manual_seed(0)
+    x = torch.randn(3, 6)
+    with torch.no_grad():
+        for compiled in compile_twice(Small().eval(), tmp_path, monkeypatch):
+            module = compiled
+            torch.testing.assert_close(module(x), Small.forward(module, x))
+            with monkeypatch.context() as patch:
+                patch.setattr(Small, "forward", lambda self, x: self.lin(x) * 100)
+                torch.testing.assert_close(module(x), module.lin(x) * 100)
+            torch.testing.assert_close(module(x), torch.tanh(module.lin(x)) + 1)
+    assert outcomes(module)[0] == "loaded"
 
 
 def test_a_function_rebound_or_passed_after_the_first_call_is_seen(monkeypatch, tmp_path):

@@ -3,11 +3,12 @@ it with ember, calls it once (and a training step with --train) and prints what 
 JSON: the warm start's outcome, whether Dynamo traced or AOTAutograd ran, the difference from
 eager.
 
-    python warm_child.py MODEL_FILE [--function] [--train] [--torch-version V] [--batch N]
-                         [--then-batches N,M,...] [--rebind]
+    python warm_child.py MODEL_FILE [--function [NAME]] [--train] [--torch-version V] [--batch N]
+                         [--then-batches N,M,...] [--rebind] [--net-seed S]
 
---function compiles the file's function `fn` instead of its class `Model`; --rebind gives the
-file's globals SCALE and W new values after the first call, and calls again.
+--function compiles the file's function `fn` (or NAME) instead of its class `Model`; --rebind
+gives the file's globals SCALE, W and NET new values after the first call (and then replaces a
+submodule of NET), calling again after each; --net-seed draws NET's weights anew from seed S.
 """
 import argparse
 import importlib.util
@@ -44,8 +45,9 @@ def main():
     parser.add_argument("--torch-version")
     parser.add_argument("--batch", type=int, default=3)
     parser.add_argument("--then-batches", default="", help="inference calls at these batch sizes after the first")
-    parser.add_argument("--function", action="store_true")
+    parser.add_argument("--function", nargs="?", const="fn")
     parser.add_argument("--rebind", action="store_true")
+    parser.add_argument("--net-seed", type=int)
     args = parser.parse_args()
     warnings.simplefilter("ignore")
     if args.torch_version:
@@ -56,10 +58,15 @@ def main():
     counts = {}
     count_calls(AotAutograd, "__call__", counts)  # ember's backend runs AOTAutograd through it
     source = load_model_module(args.model_file)
+    if args.net_seed is not None:
+        torch.manual_seed(args.net_seed)
+        with torch.no_grad():
+            for p in source.NET.parameters():
+                p.normal_()
     torch.manual_seed(0)
     x = torch.randn(args.batch, source.WIDTH)
     if args.function:
-        model = source.fn
+        model = getattr(source, args.function)
     else:
         model = source.Model()
         model.train(args.train)
@@ -77,8 +84,12 @@ def main():
             out["diff"] = (compiled(x) - model(x)).abs().max().item()
     if args.rebind:  # a new value for each global the code reads
         source.SCALE, source.W = source.SCALE + 1.0, source.W * 2.0 + 1.0
+        width, hidden = source.WIDTH, source.NET[0].out_features
+        source.NET = torch.nn.Sequential(torch.nn.Linear(width, hidden), torch.nn.Tanh(), torch.nn.Linear(hidden, 4))
         with torch.no_grad():
             out["rebound_diff"] = (compiled(x) - model(x)).abs().max().item()
+            source.NET[1] = torch.nn.Sigmoid()
+            out["rebound_diff"] = max(out["rebound_diff"], (compiled(x) - model(x)).abs().max().item())
     marked = []  # inputs that kept a dynamic-dim mark after the call
     for n in [int(b) for b in args.then_batches.split(",") if b]:
         with torch.no_grad():

@@ -72,12 +72,17 @@ def _compiled_module(model, backend, settings, report):
     if "forward" in model.__dict__:  # the shared __dict__'s own forward would shadow the compiled one
         raise TypeError("ember.compile: a module instance with its own `forward` attribute is not supported; "
                         "compile the function instead")
-    compiled_forward = torch.compile(cls.forward, backend=backend, fullgraph=settings["fullgraph"],
-                                     dynamic=settings["dynamic"])
-    if _warm.enabled():
-        compiled_forward = _warm.WarmStart(cls.forward, compiled_forward, settings, report, cls=cls)
+    def compile_forward(forward):
+        ordinary = torch.compile(forward, backend=backend, fullgraph=settings["fullgraph"], dynamic=settings["dynamic"])
+        return _warm.WarmStart(forward, ordinary, settings, report, cls=cls) if _warm.enabled() else ordinary
+
+    current = [(cls.forward, compile_forward(cls.forward))]  # the class's forward, and its compiled form
 
     def forward(self, *args, **kwargs):
+        traced, compiled_forward = current[0]
+        if cls.forward is not traced:  # a forward patched onto the class after compile is compiled too
+            traced = cls.forward
+            current[0] = traced, compiled_forward = traced, compile_forward(traced)
         return compiled_forward(self, *args, **kwargs)
 
     def __reduce_ex__(self, protocol):

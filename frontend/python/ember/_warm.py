@@ -11,7 +11,7 @@ compilers return OutputCode objects. ember's is WarmGraph: the ATen graph travel
 the loading process compiles it again with ember (its kernels from the disk cache).
 
 So the first call of a compiled module (or function) looks in the disk cache (kind "warm") under
-a key made of what is known before tracing: the class (the function's name and code), the
+a key made of what is known before tracing: the class and its forward's code (a function's name and code), the
 settings, the versions, the grad mode and the inputs' structure, dtypes and sizes. A hit is loaded and serves when its guards admit this call
 and the source of every function it traced is unchanged. A miss traces the call as one graph
 through aot_compile, stores it, and serves. Anything that route cannot do (a graph break, a
@@ -51,7 +51,7 @@ from . import _warm_guards as _guards
 from ._symbols import Unsupported
 
 KIND = "warm"
-FORMAT = 2
+FORMAT = 3
 _NEGATIVE = b"ember-warm-negative\n"
 
 
@@ -165,8 +165,8 @@ def _describe(value, depth=0):
 def identity_of(cls, fn):
     """What names the traced code in the key: a module's class, or a function's name, code and
     default arguments."""
-    if cls is not None:
-        return f"class {cls.__module__}.{cls.__qualname__}"
+    if cls is not None:  # and its forward's code: a forward patched onto the class is another
+        return f"class {cls.__module__}.{cls.__qualname__} {_guards.code_digest(fn.__code__)}"
     return (f"function {fn.__module__}.{fn.__qualname__} {_guards.code_digest(fn.__code__)} "
             f"{_describe(fn.__defaults__)} {_describe(fn.__kwdefaults__)}")
 
@@ -188,15 +188,35 @@ def _closure_data(fn):
     return {f"closure{i}": cell for i, cell in enumerate(fn.__closure__ or ())}
 
 
+def _global_modules(names, live):
+    """The nn.Modules that the traced function reaches through its globals `names`, and their
+    submodules, by name, as external data of the artifact: AOTAutograd's pickler refuses a
+    module, and a new process gives its own (its weights are guarded as the entry was traced).
+    None where a name no longer holds a module."""
+    data = {}
+    for name in names:
+        module = live.get(name)
+        if not isinstance(module, torch.nn.Module):
+            return None
+        for path, sub in module.named_modules():
+            data[f"global {name}.{path}"] = sub
+    return data
+
+
 def _serialize(entry, forward, files, identities):
     """The entry's bytes: the artifact; the modules its bytecode names by an object id
-    (`___module_collections_<id>_c0`), which a new process must be given by name; and a digest
-    of each source file it traced."""
+    (`___module_collections_<id>_c0`) or its guards start from, which a new process must be
+    given by name; the globals that hold nn.Modules (_global_modules); and a digest of each
+    source file it traced."""
     env = entry._artifacts.runtime_env
     scope = entry.fn.__globals__
-    modules = {ref: scope[ref].__name__ for ref in env.external_refs if isinstance(scope.get(ref), types.ModuleType)}
-    artifact = entry.serialize(entry, _closure_data(forward))
-    return pickle.dumps({"format": FORMAT, "modules": modules, "sources": {f: _file_digest(f) for f in files},
+    refs = {*env.external_refs, *_guards.globals_named_by(source for source, _ in identities)}
+    modules = {ref: scope[ref].__name__ for ref in refs if isinstance(scope.get(ref), types.ModuleType)}
+    module_globals = sorted(name for name, value in env.used_globals.items() if isinstance(value, torch.nn.Module))
+    external = _closure_data(forward) | _global_modules(module_globals, forward.__globals__)
+    artifact = entry.serialize(entry, external)
+    return pickle.dumps({"format": FORMAT, "modules": modules, "module_globals": module_globals,
+                         "sources": {f: _file_digest(f) for f in files},
                          "identities": identities, "artifact": artifact.serialized_data})
 
 
@@ -303,8 +323,8 @@ class WarmStart:
             if not self.tried:
                 found = self._first(args, kwargs)
                 if found is not None:
-                    self.entry, pins = found
-                    self.admits = _guards.guard_check_of(self.entry, pins, self.traced.__globals__)
+                    self.entry, identities_hold = found
+                    self.admits = _guards.guard_check_of(self.entry, identities_hold, self.traced)
                     self.entry_shapes = {key: tuple(t.shape) for key, t in _top_level_tensors(args, kwargs)}
                 self.tried = True
         return self.admits is not None and self.admits(args, kwargs)
@@ -394,11 +414,14 @@ class WarmStart:
                 return None, "another format"
             scope = dict(traced.__globals__)
             scope.update({ref: importlib.import_module(name) for ref, name in stored["modules"].items()})
+            module_data = _global_modules(stored["module_globals"], traced.__globals__)
+            if module_data is None:
+                return None, "a global that held an nn.Module holds something else"
             _loading.report = scratch
             try:
                 with _guards.guards_built_later():
                     entry = AOTCompiledFunction.deserialize(stored["artifact"], f_globals=scope,
-                                                            external_closure_data=_closure_data(traced))
+                                                            external_closure_data=_closure_data(traced) | module_data)
             finally:
                 _loading.report = None
             changed = _changed_sources(stored["sources"])
@@ -406,7 +429,7 @@ class WarmStart:
                 return None, "changed source: " + ", ".join(changed[:3])
             identities = stored["identities"]
             f_locals = entry.prepare_f_locals(*args, **kwargs)
-            _guards.bind_live(entry, traced.__globals__, f_locals)
+            _guards.bind_live(entry, traced, f_locals, also=stored["modules"])
             if not entry.guard_check(*args, **kwargs):
                 return None, "its guards refuse this call"
         except Exception as e:  # a stale or damaged entry is a miss; building guards that fail raises
@@ -415,7 +438,7 @@ class WarmStart:
         if changed:
             return None, "another object: " + changed
         self._adopt(scratch)
-        return (entry, _guards.pins_of([source for source, _ in identities], f_locals, traced.__globals__)), None
+        return (entry, _guards.identity_check_of([source for source, _ in identities], f_locals, traced.__globals__)), None
 
     def _trace(self, key, args, kwargs, start):
         from .dynamo import make_backend, short_reason
@@ -436,7 +459,7 @@ class WarmStart:
                 blob = _serialize(entry, self.traced, files, identities)
             except Exception as e:  # it still serves this process
                 blob, outcome = None, f"traced; not stored ({type(e).__name__}: {e})"
-            _guards.bind_live(entry, self.traced.__globals__)
+            _guards.bind_live(entry, self.traced)
         except Exception as e:
             reason = short_reason(e)
             self.negative = (key, _NEGATIVE + reason.encode())  # stored once the ordinary route serves
@@ -448,7 +471,7 @@ class WarmStart:
         self._adopt(scratch)
         self._note(key, outcome, start)
         f_locals = entry.prepare_f_locals(*args, **kwargs)
-        return entry, _guards.pins_of(list(dropped), f_locals, self.traced.__globals__)
+        return entry, _guards.identity_check_of(list(dropped), f_locals, self.traced.__globals__)
 
     def _adopt(self, scratch):
         """The graphs of an entry that serves join the module's report."""

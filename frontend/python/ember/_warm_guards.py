@@ -9,11 +9,13 @@ runs an entry over the module's own globals instead, as Dynamo's ordinary route 
 names the entry needs (its compiled graph, the modules it refers to) and checking its guards
 against those live globals (`bind_live`).
 """
+import ast
 import builtins
 import contextlib
 import enum
 import functools
 import hashlib
+import inspect
 import re
 import threading
 import types
@@ -83,10 +85,9 @@ def guard_filter(dropped, freevars):
 # is kept by name: its source (`G['op']`, `self.__class__`) and a description of the object that
 # is the same in every process (`stable_name`: a function's module, name and code, a class's or
 # module's name, an enum member's). A loaded entry is used only where every source describes the
-# same object now. Within a process, the sources that are an argument, a closure variable or a
-# global by itself are checked by identity at each call, as Dynamo's guards would: rebinding
-# `op` after the first call takes the ordinary route. (Deeper sources, `G['cfg'].act`, are checked
-# when an entry is loaded, not at each call.)
+# same object now. Within a process, every such source is checked by identity at each call, as
+# Dynamo's guards would (identity_check_of): rebinding `op`, or `cfg.act`, after the first call
+# takes the ordinary route.
 
 NO_VALUE = object()
 _MISSING = object()
@@ -119,20 +120,15 @@ def stable_name(value):
     return f"instance of {type(value).__module__}.{type(value).__qualname__}"
 
 
-class _Globals:
-    """The globals as a guard's source reads them: `G['__builtins_dict___0']` is Dynamo's name
-    for the builtins, which it adds to the module only while it traces."""
-
-    def __init__(self, live):
-        self.live = live
-
-    def __getitem__(self, name):
-        return builtins.__dict__ if name.startswith("__builtins_dict__") else self.live[name]
-
-
 def _evaluate(source, f_locals, live):
     """The object a guard's source names, for a call's locals and the live globals."""
-    return eval(source, {"G": _Globals(live), "L": f_locals, "__builtins__": builtins}, f_locals)
+    return eval(_as_lambda_reads(source, f_locals), _scope(live, L=f_locals))
+
+
+def _scope(live, **names):
+    """What a guard's source reads, as _as_lambda_reads writes it: the live globals as G, the
+    builtins' dict, and `names`."""
+    return {"G": live, "___builtins": builtins.__dict__, "__builtins__": builtins, **names}
 
 
 def changed_identity(identities, f_locals, live):
@@ -147,20 +143,92 @@ def changed_identity(identities, f_locals, live):
     return None
 
 
-def pins_of(sources, f_locals, live):
-    """(global?, name, object) for each source that is an argument, a closure variable or a
-    global by itself: checked by identity at each call (guard_check_of)."""
-    pins = []
-    for root in filter(None, map(_root, sources)):
-        is_global, name, alone = root
-        if alone:
-            pins.append((is_global, name, (live if is_global else f_locals).get(name, _MISSING)))
-    return pins
+def identity_check_of(sources, f_locals, live):
+    """A check, per call, that each source still names the object it names now, by identity, as
+    Dynamo's own guards would (a function of the call's locals), or None where there is no
+    source. It is one expression compiled once: a source that no longer reads (an attribute
+    gone), or that names something this scope cannot reach (a helper of Dynamo's), refuses the
+    call, which then takes the ordinary route."""
+    scope = _scope(live)
+    pinned, tests = {}, []
+    for source in dict.fromkeys(s for s in sources if s.strip()):  # a global state's guard names nothing
+        try:
+            value = _evaluate(source, f_locals, live)
+        except Exception:
+            value = _MISSING  # never the value of a source
+        pinned[source] = value
+        parent = _TUPLE_ITEM.match(source)
+        if parent and type(pinned.get(parent.group(1))) is tuple:
+            continue  # an item of a tuple whose identity is checked: it cannot change
+        scope[f"___pinned{len(tests)}"] = value
+        tests.append(f"({_as_lambda_reads(source, f_locals)}) is ___pinned{len(tests)}")
+    if not tests:
+        return None
+    try:
+        same = eval("lambda L: " + " and ".join(tests), scope)
+    except SyntaxError:
+        return lambda f_locals: False
+
+    def identities_hold(f_locals):
+        try:
+            return same(f_locals)
+        except Exception:
+            return False
+
+    return identities_hold
+
+
+_TUPLE_ITEM = re.compile(r"^(.*)\[\d+\]$")
+_BUILTINS_DICT = re.compile(r"G\['__builtins_dict__\w*'\]")
+
+
+def _as_lambda_reads(source, f_locals):
+    """`source` as Python that reads the call's locals as L and the live globals as G (_scope):
+    a local named by itself (`func`, a decorated function's closure variable; `self` inside
+    `type(self.config)`) as L['func'], and Dynamo's name for the builtins' dict
+    (`G['__builtins_dict___0']`, which it adds to the module only while it traces) as that
+    dict. A name that is called (`type(...)`) is the builtin, as in Dynamo, even where a local
+    has that name."""
+    source = _BUILTINS_DICT.sub("___builtins", source)
+    try:
+        tree = ast.parse(source, mode="eval")
+    except SyntaxError:
+        return source  # refused where it is compiled
+    return ast.unparse(_LocalsAsL(f_locals).visit(tree))
+
+
+class _LocalsAsL(ast.NodeTransformer):
+    def __init__(self, f_locals):
+        self.f_locals = f_locals
+
+    def visit_Call(self, node):
+        if (isinstance(node.func, ast.Name) and node.func.id == "dict" and len(node.args) == 1 and not node.keywords
+                and isinstance(node.args[0], ast.Attribute) and node.args[0].attr == "__dict__"):
+            # dict(type(x).__dict__)['forward']: a lookup in the class's own mapping, without
+            # copying it each call (most of GPT-2's identity check)
+            return self.visit(node.args[0])
+        if isinstance(node.func, ast.Name):  # a builtin, not a local of its name
+            node.args = [self.visit(a) for a in node.args]
+            node.keywords = [self.visit(k) for k in node.keywords]
+            return node
+        return self.generic_visit(node)
+
+    def visit_Name(self, node):
+        if node.id in self.f_locals and node.id not in ("L", "G"):
+            return ast.copy_location(ast.Subscript(ast.Name("L", ast.Load()), ast.Constant(node.id), ast.Load()), node)
+        return node
 
 
 # Names that Dynamo adds to the globals of the code it transforms: its compiled graph, the
 # modules that the code reaches by alias, builtins.
 _DYNAMO_NAMES = ("___", "__import_", "__compiled_fn", "__builtins_dict__", "__resume_at")
+# And the globals it names after an object's id (install_global_by_id: `{prefix}_{id}_c{n}`,
+# a module reached through an attribute, `torch` as `_140713261391184_c0`).
+_BY_ID = re.compile(r"_\d{8,}_c\d+$")  # an address: not a program's `layer_1_c2`
+
+
+def _made_by_dynamo(name):
+    return name.startswith(_DYNAMO_NAMES) or _BY_ID.search(name) is not None
 
 
 def _same_builtins(present, wanted):
@@ -189,18 +257,28 @@ def guards_built_later():
             package.load_guard_manager = saved
 
 
-def bind_live(entry, live, f_locals=None):
+def globals_named_by(sources):
+    """The globals that Dynamo made and that guards' sources start from (`G['_<id>_c0'].Tensor`)."""
+    roots = filter(None, map(_root, sources))
+    return {name for is_global, name, _ in roots if is_global and _made_by_dynamo(name)}
+
+
+def bind_live(entry, traced, f_locals=None, also=()):
     """[Note: live globals]: the entry runs over `live` (the traced function's module globals),
-    given the names Dynamo made for it. A loaded entry's guards are built here, over them and
-    over what tracing saved of the locals, completed from `f_locals` (the first call's arguments
-    and closure) where it could save nothing. A guard built over such a value admits the first
-    call whatever it holds: the closure's guards are also kept by name (guard_filter)."""
+    given the names Dynamo made for it (and those in `also`, which its saved guards start from).
+    A loaded entry's guards are built here, over them and over what tracing saved of the locals,
+    completed from `f_locals` (the first call's arguments and closure) where it could save
+    nothing. A guard built over such a value admits the first call whatever it holds: the
+    closure's guards are also kept by name (guard_filter). The entry binds a call's arguments
+    with the default values of `traced` itself, the function traced, not a loaded copy of them
+    (a default tensor updated in place)."""
+    live = traced.__globals__
     fn, own, env = entry.fn, entry._artifacts.backend_id, entry._artifacts.runtime_env
     # What the bytecode and the guards name; the copy holds every other global as well, and
     # names that Dynamo's other compiles added to the module and have changed since.
-    needed = {own, *env.external_refs, *env.import_sources, *env.used_globals}
+    needed = {own, *env.external_refs, *env.import_sources, *env.used_globals, *also}
     for name in needed:
-        if not name.startswith(_DYNAMO_NAMES):
+        if not _made_by_dynamo(name):
             continue  # the program's own globals (and builtins) are read live
         if name == own:  # unique to this trace (a uuid); tracing left the graph there
             live[name] = fn.__globals__[own]
@@ -212,9 +290,16 @@ def bind_live(entry, live, f_locals=None):
         present = live.setdefault(name, value)
         if present is not value and not _same_builtins(present, value):
             raise Unsupported(f"the global name {name} of the entry is taken by another object")
-    bound = types.FunctionType(fn.__code__, live, fn.__name__, fn.__defaults__, fn.__closure__)
-    bound.__kwdefaults__ = fn.__kwdefaults__
+    live[_LEAN_UTILS] = _LEAN
+    # Dynamo traces a function of torch's own (nn.InstanceNorm2d.forward) through a wrapper of
+    # its own, `inner(*args, **kwargs)`, which has its own signature and no defaults.
+    own_code = code_digest(entry._artifacts.original_code) == code_digest(traced.__code__)
+    holder = traced if own_code else fn
+    bound = types.FunctionType(_lean_code(fn.__code__), live, fn.__name__, holder.__defaults__, fn.__closure__)
+    bound.__kwdefaults__ = holder.__kwdefaults__
     entry.fn = bound
+    if own_code:
+        entry._artifacts.signature = inspect.signature(traced, follow_wrapped=False)
     if f_locals is not None:
         from torch._dynamo.package import load_guard_manager, load_guards_state
         artifacts = entry._artifacts
@@ -226,10 +311,50 @@ def bind_live(entry, live, f_locals=None):
         artifacts.guard_manager = load_guard_manager(state, artifacts.original_code, live)
 
 
-def guard_check_of(entry, pins, live):
-    """entry.guard_check(*args, **kwargs) and the identity of what `pins` hold (pins_of), without
+# [Note: the pregraph record]
+# An entry's bytecode opens and closes a profiler record around its graph through two functions
+# of torch._dynamo.utils, each behind Dynamo's disable wrapper (which keeps Dynamo from tracing
+# them): the pair was 1.8 us of a 9 us tiny call. The warm route runs its entry outside Dynamo's
+# tracing (WarmStart.__call__ takes the ordinary route under torch.compile), where the wrappers
+# do nothing, so the entry's code reads the module under another name, bound to an object that
+# has the two functions unwrapped, and the rest of the module as it is.
+_UTILS, _LEAN_UTILS = "__import_torch_dot__dynamo_dot_utils", "__ember_dynamo_utils"
+
+
+class _LeanDynamoUtils:
+    @staticmethod
+    def record_pregraph_bytecode_enter():
+        if not torch.autograd.profiler._is_profiler_enabled:
+            return None
+        record = torch._C._profiler._RecordFunctionFast("Pregraph bytecode")
+        record.__enter__()
+        return record
+
+    @staticmethod
+    def record_pregraph_bytecode_exit(record):
+        if record is not None:
+            record.__exit__(None, None, None)
+
+    def __getattr__(self, name):
+        return getattr(torch._dynamo.utils, name)
+
+
+_LEAN = _LeanDynamoUtils()
+
+
+def _lean_code(code):
+    """`code` reading torch._dynamo.utils as _LEAN ([Note: the pregraph record])."""
+    if _UTILS not in code.co_names:
+        return code
+    return code.replace(co_names=tuple(_LEAN_UTILS if n == _UTILS else n for n in code.co_names))
+
+
+def guard_check_of(entry, identities_hold, traced):
+    """entry.guard_check(*args, **kwargs) and `identities_hold` (identity_check_of), without
     inspect's binding of the arguments where they are positional and fill every parameter: the
-    binding was a fifth of a tiny compiled call."""
+    binding was a fifth of a tiny compiled call. And whether `traced` has the code and default
+    values it had (Dynamo's frame hook sees the new ones; the entry would run the old ones)."""
+    code, defaults, kwdefaults = traced.__code__, traced.__defaults__, traced.__kwdefaults__
     artifacts = entry._artifacts
     params = artifacts.signature.parameters.values()
     names = tuple(p.name for p in params)
@@ -239,6 +364,8 @@ def guard_check_of(entry, pins, live):
     check = artifacts.guard_manager.check
 
     def guard_check(args, kwargs):
+        if traced.__code__ is not code or traced.__defaults__ is not defaults or traced.__kwdefaults__ is not kwdefaults:
+            return False
         if kwargs or not simple or len(args) != len(names):
             f_locals = entry.prepare_f_locals(*args, **kwargs)
         elif cells:  # as prepare_f_locals: the closure, then the arguments
@@ -246,11 +373,6 @@ def guard_check_of(entry, pins, live):
             f_locals.update(zip(names, args))
         else:
             f_locals = dict(zip(names, args))
-        if not check(f_locals):
-            return False
-        for is_global, name, pinned in pins:
-            if (live if is_global else f_locals).get(name, _MISSING) is not pinned:
-                return False
-        return True
+        return check(f_locals) and (identities_hold is None or identities_hold(f_locals))
 
     return guard_check
