@@ -246,15 +246,17 @@ def guards_built_later():
     """AOTCompiledFunction.deserialize without building the entry's guards: it built them over a
     copy of the globals and without a call's locals, where a guard on the closure's contents (a
     decorator's, as on GPT-2's forward) has no value to read, and the load failed. bind_live
-    builds them with both."""
+    builds them with both. Nor does it unpickle the guards' state here, which bind_live does
+    (ResNet-18: 0.15 s of a 0.53 s warm first call, twice)."""
     from torch._dynamo import package
     with _patch_lock:
-        saved = package.load_guard_manager
+        saved = package.load_guard_manager, package.load_guards_state
         package.load_guard_manager = lambda *args, **kwargs: None
+        package.load_guards_state = lambda guards_state: None
         try:
             yield
         finally:
-            package.load_guard_manager = saved
+            package.load_guard_manager, package.load_guards_state = saved
 
 
 def globals_named_by(sources):
