@@ -563,6 +563,9 @@ def test_defaults_and_code_changed_after_the_first_call_are_seen(monkeypatch, tm
             torch.testing.assert_close(compiled(x), x * 5.0)
             patch.setattr(scaled, "__kwdefaults__", {"w": torch.full((7,), 3.0)})
             torch.testing.assert_close(compiled(x), x * 15.0)
+        with monkeypatch.context() as patch:  # the keyword defaults' dict updated in place
+            patch.setitem(scaled.__kwdefaults__, "w", torch.full((7,), 3.0))
+            torch.testing.assert_close(compiled(x), x * 6.0)
         with torch.no_grad():
             scaled.__kwdefaults__["w"].mul_(2.0)  # a default tensor updated in place
         try:
@@ -589,6 +592,43 @@ def test_a_forward_patched_onto_the_class_after_compile_runs(monkeypatch, tmp_pa
                 torch.testing.assert_close(module(x), module.lin(x) * 100)
             torch.testing.assert_close(module(x), torch.tanh(module.lin(x)) + 1)
     assert outcomes(module)[0] == "loaded"
+
+
+class PartialForward(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(6, 6)
+
+    def scaled_forward(self, x, scale):
+        return self.lin(x) * scale
+
+    forward = functools.partialmethod(scaled_forward, scale=3.0)  # a new object at each cls.forward
+
+
+def test_a_partialmethod_forward_compiles_once(monkeypatch, tmp_path):
+    monkeypatch.setenv("EMBER_CACHE_DIR", str(tmp_path))
+    model = PartialForward().eval()
+    compiled = ember.compile(model)
+    x = torch.randn(3, 6)
+    with torch.no_grad():
+        for _ in range(4):
+            torch.testing.assert_close(compiled(x), model.lin(x) * 3.0)
+    assert len(report_of(compiled).graphs) == 1, report_of(compiled).text()
+
+
+def test_identity_pins_what_dynamo_traced_and_refuses_unreadable_sources():
+    from ember import _warm_guards
+    live = {"op": torch.sub}
+    # Another thread rebound `op` while the first call traced over torch.add: the pin is add.
+    holds = _warm_guards.identity_check_of(["G['op']"], {}, live, {"G['op']": torch.add})
+    assert not holds({})
+    live["op"] = torch.add
+    assert holds({})
+    with pytest.raises(ember._symbols.Unsupported):  # a helper of Dynamo's: no call could pass
+        _warm_guards.identity_check_of(["___tuple_iterator_getitem(L['it'], 0)"], {"it": iter(())}, live)
+    # A builtin's method is the builtin's, even where a parameter has its name.
+    assert _warm_guards._as_lambda_reads("list(dict.keys(G['d']))[0]", {"dict": 1}) == "list(dict.keys(G['d']))[0]"
+    assert _warm_guards._as_lambda_reads("type(self.config).x", {"self": 1}) == "type(L['self'].config).x"
 
 
 def test_a_function_rebound_or_passed_after_the_first_call_is_seen(monkeypatch, tmp_path):

@@ -1,5 +1,6 @@
 """ember.compile: torch.compile's signature and behaviour, with ember as the backend."""
 import functools
+import inspect
 import types
 import warnings
 
@@ -76,13 +77,24 @@ def _compiled_module(model, backend, settings, report):
         ordinary = torch.compile(forward, backend=backend, fullgraph=settings["fullgraph"], dynamic=settings["dynamic"])
         return _warm.WarmStart(forward, ordinary, settings, report, cls=cls) if _warm.enabled() else ordinary
 
-    current = [(cls.forward, compile_forward(cls.forward))]  # the class's forward, and its compiled form
+    # A forward patched onto the class after compile is compiled too, once: by the attribute as the
+    # class holds it (a partialmethod's cls.forward is a new object at each access).
+    by_attribute = {}  # id of the attribute -> (the attribute, its compiled form)
+
+    def compiled_now():
+        attribute = inspect.getattr_static(cls, "forward")
+        held = by_attribute.get(id(attribute))
+        if held is None:
+            held = by_attribute[id(attribute)] = attribute, compile_forward(cls.forward)
+        return held[1]
+
+    current = [(cls.forward, compiled_now())]  # the class's forward, and its compiled form
 
     def forward(self, *args, **kwargs):
         traced, compiled_forward = current[0]
-        if cls.forward is not traced:  # a forward patched onto the class after compile is compiled too
-            traced = cls.forward
-            current[0] = traced, compiled_forward = traced, compile_forward(traced)
+        now = cls.forward
+        if now is not traced:
+            current[0] = traced, compiled_forward = now, compiled_now()
         return compiled_forward(self, *args, **kwargs)
 
     def __reduce_ex__(self, protocol):

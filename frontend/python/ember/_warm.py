@@ -428,17 +428,18 @@ class WarmStart:
             if changed:
                 return None, "changed source: " + ", ".join(changed[:3])
             identities = stored["identities"]
-            f_locals = entry.prepare_f_locals(*args, **kwargs)
-            _guards.bind_live(entry, traced, f_locals, also=stored["modules"])
+            _guards.bind_live(entry, traced, entry.prepare_f_locals(*args, **kwargs), also=stored["modules"])
             if not entry.guard_check(*args, **kwargs):
                 return None, "its guards refuse this call"
+            f_locals = entry.prepare_f_locals(*args, **kwargs)  # with the function's own defaults now
+            changed = _guards.changed_identity(identities, f_locals, traced.__globals__)
+            if changed:
+                return None, "another object: " + changed
+            identities_hold = _guards.identity_check_of([source for source, _ in identities], f_locals, traced.__globals__)
         except Exception as e:  # a stale or damaged entry is a miss; building guards that fail raises
             return None, f"{type(e).__name__}: {e}"
-        changed = _guards.changed_identity(identities, f_locals, traced.__globals__)
-        if changed:
-            return None, "another object: " + changed
         self._adopt(scratch)
-        return (entry, _guards.identity_check_of([source for source, _ in identities], f_locals, traced.__globals__)), None
+        return (entry, identities_hold), None
 
     def _trace(self, key, args, kwargs, start):
         from .dynamo import make_backend, short_reason
@@ -460,6 +461,8 @@ class WarmStart:
             except Exception as e:  # it still serves this process
                 blob, outcome = None, f"traced; not stored ({type(e).__name__}: {e})"
             _guards.bind_live(entry, self.traced)
+            f_locals = entry.prepare_f_locals(*args, **kwargs)
+            identities_hold = _guards.identity_check_of(list(dropped), f_locals, self.traced.__globals__, dropped)
         except Exception as e:
             reason = short_reason(e)
             self.negative = (key, _NEGATIVE + reason.encode())  # stored once the ordinary route serves
@@ -470,8 +473,7 @@ class WarmStart:
             outcome = "traced and stored"
         self._adopt(scratch)
         self._note(key, outcome, start)
-        f_locals = entry.prepare_f_locals(*args, **kwargs)
-        return entry, _guards.identity_check_of(list(dropped), f_locals, self.traced.__globals__)
+        return entry, identities_hold
 
     def _adopt(self, scratch):
         """The graphs of an entry that serves join the module's report."""

@@ -143,20 +143,23 @@ def changed_identity(identities, f_locals, live):
     return None
 
 
-def identity_check_of(sources, f_locals, live):
+def identity_check_of(sources, f_locals, live, traced_values=None):
     """A check, per call, that each source still names the object it names now, by identity, as
     Dynamo's own guards would (a function of the call's locals), or None where there is no
-    source. It is one expression compiled once: a source that no longer reads (an attribute
-    gone), or that names something this scope cannot reach (a helper of Dynamo's), refuses the
-    call, which then takes the ordinary route."""
+    source. It is one expression compiled once; a source that no longer reads at a call (an
+    attribute gone) refuses that call, which then takes the ordinary route. `traced_values`:
+    the objects Dynamo specialized on, by source, pinned rather than what the sources read now
+    (another thread may have rebound one while the first call traced). Raises Unsupported where
+    a source cannot be read here (a helper of Dynamo's): such an entry would refuse every call."""
     scope = _scope(live)
     pinned, tests = {}, []
     for source in dict.fromkeys(s for s in sources if s.strip()):  # a global state's guard names nothing
         try:
             value = _evaluate(source, f_locals, live)
-        except Exception:
-            value = _MISSING  # never the value of a source
-        pinned[source] = value
+        except Exception as e:
+            raise Unsupported(f"the guard source {source} cannot be read ({type(e).__name__})") from None
+        traced = (traced_values or {}).get(source, NO_VALUE)
+        pinned[source] = value = value if traced is NO_VALUE else traced
         parent = _TUPLE_ITEM.match(source)
         if parent and type(pinned.get(parent.group(1))) is tuple:
             continue  # an item of a tuple whose identity is checked: it cannot change
@@ -164,10 +167,7 @@ def identity_check_of(sources, f_locals, live):
         tests.append(f"({_as_lambda_reads(source, f_locals)}) is ___pinned{len(tests)}")
     if not tests:
         return None
-    try:
-        same = eval("lambda L: " + " and ".join(tests), scope)
-    except SyntaxError:
-        return lambda f_locals: False
+    same = eval("lambda L: " + " and ".join(tests), scope)
 
     def identities_hold(f_locals):
         try:
@@ -202,6 +202,11 @@ class _LocalsAsL(ast.NodeTransformer):
         self.f_locals = f_locals
 
     def visit_Call(self, node):
+        if (isinstance(node.func, ast.Attribute) and isinstance(node.func.value, ast.Name)
+                and node.func.value.id in builtins.__dict__):  # dict.keys(...): the builtin's method
+            node.args = [self.visit(a) for a in node.args]
+            node.keywords = [self.visit(k) for k in node.keywords]
+            return node
         if (isinstance(node.func, ast.Name) and node.func.id == "dict" and len(node.args) == 1 and not node.keywords
                 and isinstance(node.args[0], ast.Attribute) and node.args[0].attr == "__dict__"):
             # dict(type(x).__dict__)['forward']: a lookup in the class's own mapping, without
@@ -224,7 +229,7 @@ class _LocalsAsL(ast.NodeTransformer):
 _DYNAMO_NAMES = ("___", "__import_", "__compiled_fn", "__builtins_dict__", "__resume_at")
 # And the globals it names after an object's id (install_global_by_id: `{prefix}_{id}_c{n}`,
 # a module reached through an attribute, `torch` as `_140713261391184_c0`).
-_BY_ID = re.compile(r"_\d{8,}_c\d+$")  # an address: not a program's `layer_1_c2`
+_BY_ID = re.compile(r"_\d{11,}_c\d+$")  # an address: not a program's `run_20240101_c1`
 
 
 def _made_by_dynamo(name):
@@ -303,7 +308,9 @@ def bind_live(entry, traced, f_locals=None, also=()):
     if own_code:
         entry._artifacts.signature = inspect.signature(traced, follow_wrapped=False)
     if f_locals is not None:
-        from torch._dynamo.package import load_guard_manager, load_guards_state
+        from torch._dynamo import package
+        with _patch_lock:  # torch's own, not guards_built_later's stand-ins on another thread
+            load_guard_manager, load_guards_state = package.load_guard_manager, package.load_guards_state
         artifacts = entry._artifacts
         state = load_guards_state(artifacts.guards_state)
         scope = state.output_graph.local_scope  # what tracing saw: the guards compare against it
@@ -357,6 +364,7 @@ def guard_check_of(entry, identities_hold, traced):
     binding was a fifth of a tiny compiled call. And whether `traced` has the code and default
     values it had (Dynamo's frame hook sees the new ones; the entry would run the old ones)."""
     code, defaults, kwdefaults = traced.__code__, traced.__defaults__, traced.__kwdefaults__
+    kw_items = tuple(kwdefaults.items()) if kwdefaults else ()  # a dict: updated in place too
     artifacts = entry._artifacts
     params = artifacts.signature.parameters.values()
     names = tuple(p.name for p in params)
@@ -367,6 +375,8 @@ def guard_check_of(entry, identities_hold, traced):
 
     def guard_check(args, kwargs):
         if traced.__code__ is not code or traced.__defaults__ is not defaults or traced.__kwdefaults__ is not kwdefaults:
+            return False
+        if kw_items and (len(kwdefaults) != len(kw_items) or any(kwdefaults.get(k, _MISSING) is not v for k, v in kw_items)):
             return False
         if kwargs or not simple or len(args) != len(names):
             f_locals = entry.prepare_f_locals(*args, **kwargs)
