@@ -122,7 +122,12 @@ def stable_name(value):
 
 def _evaluate(source, f_locals, live):
     """The object a guard's source names, for a call's locals and the live globals."""
-    return eval(_as_lambda_reads(source, f_locals), _scope(live, L=f_locals))
+    return _evaluate_read(_as_lambda_reads(source, f_locals), f_locals, live)
+
+
+def _evaluate_read(read, f_locals, live):
+    """The object that `read` (a source as _as_lambda_reads writes it) names."""
+    return eval(read, _scope(live, L=f_locals))
 
 
 def _scope(live, **names):
@@ -154,8 +159,9 @@ def identity_check_of(sources, f_locals, live, traced_values=None):
     scope = _scope(live)
     pinned, tests = {}, []
     for source in dict.fromkeys(s for s in sources if s.strip()):  # a global state's guard names nothing
+        read = _as_lambda_reads(source, f_locals)
         try:
-            value = _evaluate(source, f_locals, live)
+            value = _evaluate_read(read, f_locals, live)
         except Exception as e:
             raise Unsupported(f"the guard source {source} cannot be read ({type(e).__name__})") from None
         traced = (traced_values or {}).get(source, NO_VALUE)
@@ -164,7 +170,7 @@ def identity_check_of(sources, f_locals, live, traced_values=None):
         if parent and type(pinned.get(parent.group(1))) is tuple:
             continue  # an item of a tuple whose identity is checked: it cannot change
         scope[f"___pinned{len(tests)}"] = value
-        tests.append(f"({_as_lambda_reads(source, f_locals)}) is ___pinned{len(tests)}")
+        tests.append(f"({read}) is ___pinned{len(tests)}")
     if not tests:
         return None
     same = eval("lambda L: " + " and ".join(tests), scope)
@@ -202,17 +208,14 @@ class _LocalsAsL(ast.NodeTransformer):
         self.f_locals = f_locals
 
     def visit_Call(self, node):
-        if (isinstance(node.func, ast.Attribute) and isinstance(node.func.value, ast.Name)
-                and node.func.value.id in builtins.__dict__):  # dict.keys(...): the builtin's method
-            node.args = [self.visit(a) for a in node.args]
-            node.keywords = [self.visit(k) for k in node.keywords]
-            return node
         if (isinstance(node.func, ast.Name) and node.func.id == "dict" and len(node.args) == 1 and not node.keywords
                 and isinstance(node.args[0], ast.Attribute) and node.args[0].attr == "__dict__"):
             # dict(type(x).__dict__)['forward']: a lookup in the class's own mapping, without
             # copying it each call (most of GPT-2's identity check)
             return self.visit(node.args[0])
-        if isinstance(node.func, ast.Name):  # a builtin, not a local of its name
+        func = node.func.value if isinstance(node.func, ast.Attribute) else node.func
+        if node.func is func or (isinstance(func, ast.Name) and func.id in builtins.__dict__):
+            # type(...), dict.keys(...): the builtin, not a local of its name
             node.args = [self.visit(a) for a in node.args]
             node.keywords = [self.visit(k) for k in node.keywords]
             return node
