@@ -211,7 +211,7 @@ def main():
     os.environ["EMBER_CACHE_DIR"] = cache_dir
     os.environ["TORCHINDUCTOR_CACHE_DIR"] = tempfile.mkdtemp(prefix="inductor-autotune-bench-")
     model_rows = []
-    for name in args.models.split(","):
+    for name in [m for m in args.models.split(",") if m]:
         print(f"{name}...", file=sys.stderr, flush=True)
         model_rows.append(bench_model(name, args.repeats, not args.no_inductor, cache_dir))
         print(model_rows[-1], file=sys.stderr, flush=True)

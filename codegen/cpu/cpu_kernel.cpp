@@ -124,7 +124,7 @@ bool dumping() {
 
 // Bumped whenever the emitter or the lowering changes what a spec compiles to: old entries of the
 // disk cache must not be loaded for it.
-constexpr const char* kCodegenVersion = "cpu-21";
+constexpr const char* kCodegenVersion = "cpu-23";
 
 std::string disk_key(const KernelSpec& spec, const KernelConfig& config) {
   return sha256_hex(spec.str() + "\nconfig " + config.code_str() + "\ntarget " + host_target() + "\nllvm " +

@@ -578,28 +578,32 @@ class KernelWriter {
                                bool last) {
     const size_t n = reductions.size();
     if (wide_) return fold_in_order(base, reductions, last);
-    int width = lanes().front();
-    std::vector<Ty> scalar_types, vector_types;
-    for (int r : reductions) {
-      std::string elem = accumulator_type(r);
-      scalar_types.push_back({elem, 0});
-      vector_types.push_back({elem, width});
-    }
+    std::vector<Ty> scalar_types;
+    for (int r : reductions) scalar_types.push_back({accumulator_type(r), 0});
     std::vector<Ty> if_types = scalar_types;
     if_types.push_back(i64());
     std::string split = m_.fresh();
     m_.open(results_decl(split, n + 1) + " = scf.if " + fast.name + " -> (" + type_list(if_types) + ") {");
-    Val w = m_.int_constant(width, i64());
-    Val vector_end = whole_vectors_end(w);
-    std::vector<Val> inits;
-    for (size_t i = 0; i < n; ++i) inits.push_back(identity(instr(reductions[i]).op, vector_types[i]));
-    std::vector<Val> vector_accs = fold_blocks(base, reductions, "%inner_begin", vector_end.name, w, width, inits, last);
+    // Whole vectors of each width in turn, widest first (several registers' worth: independent
+    // accumulators), each width's accumulators narrowed into the next's.
+    std::string vector_end = "%inner_begin";
+    std::vector<Val> accs;
+    for (int width : lanes()) {
+      Val w = m_.int_constant(width, i64());
+      Val end = whole_vectors_end(w, vector_end);
+      std::vector<Val> inits;
+      for (size_t i = 0; i < n; ++i)
+        inits.push_back(accs.empty() ? identity(instr(reductions[i]).op, scalar_types[i].with_width(width))
+                                     : narrowed(instr(reductions[i]).op, accs[i], width));
+      accs = fold_blocks(base, reductions, vector_end, end.name, w, width, inits, last);
+      vector_end = end.name;
+    }
     std::vector<std::string> yields;
     for (size_t i = 0; i < n; ++i)
-      yields.push_back(m_.let("vector.reduction <" + horizontal_kind(instr(reductions[i]).op, vector_types[i]) + ">, " +
-                                  vector_accs[i].name + " : " + vector_types[i].str() + " into " + scalar_types[i].str(),
+      yields.push_back(m_.let("vector.reduction <" + horizontal_kind(instr(reductions[i]).op, accs[i].ty) + ">, " +
+                                  accs[i].name + " : " + accs[i].ty.str() + " into " + scalar_types[i].str(),
                               scalar_types[i]).name);
-    yields.push_back(vector_end.name);
+    yields.push_back(vector_end);
     m_.line("scf.yield " + join(yields) + " : " + type_list(if_types));
     m_.middle("} else {");
     std::vector<std::string> identities;
@@ -610,6 +614,23 @@ class KernelWriter {
     std::vector<Val> partial;
     for (size_t i = 0; i < n; ++i) partial.push_back({result(split, n + 1, i), scalar_types[i]});
     return fold_blocks(base, reductions, result(split, n + 1, n), "%inner_end", c1_, 0, partial, last);
+  }
+
+  // A vector accumulator folded into `width` lanes: its slices of that width combined as a tree.
+  Val narrowed(Op op, Val acc, int width) {
+    std::vector<Val> parts;
+    for (int at = 0; at < acc.ty.width; at += width)
+      parts.push_back(m_.let("vector.extract_strided_slice " + acc.name + " {offsets = [" + std::to_string(at) +
+                                 "], sizes = [" + std::to_string(width) + "], strides = [1]} : " + acc.ty.str() + " to " +
+                                 acc.ty.with_width(width).str(),
+                             acc.ty.with_width(width)));
+    while (parts.size() > 1) {
+      std::vector<Val> next;
+      for (size_t i = 0; i + 1 < parts.size(); i += 2) next.push_back(combine(op, parts[i], parts[i + 1]));
+      if (parts.size() % 2) next.push_back(parts.back());
+      parts = next;
+    }
+    return parts.front();
   }
 
   // The second fold of [Note: overflow-safe folds]: on scalars in the row's order, without blocks,

@@ -48,10 +48,14 @@ namespace {
 
 // The lowering after polynomial approximation. Math ops that LLVM has no accurate lowering for
 // (tan, tanh, erf, log1p and expm1 in f64) become libm calls; the rest become LLVM intrinsics.
+// Horizontal folds of a vector's lanes (vector.reduction) are reassociated: LLVM otherwise adds
+// the lanes one by one, a chain of 16 dependent adds for a float32 register (64 for an unrolled
+// accumulator), which cost a row sum of 256 floats more than its loads. The reduction semantics
+// allow any tree ([Note: reduction semantics], ir/reduction.h).
 // (The PassManager is anchored on the module: no builtin.module(...) around this.)
 constexpr const char* kLowering =
     "convert-scf-to-cf,convert-math-to-llvm{approximate-log1p=false},convert-math-to-libm,"
-    "convert-vector-to-llvm,convert-arith-to-llvm,convert-func-to-llvm,convert-cf-to-llvm,"
+    "convert-vector-to-llvm{reassociate-fp-reductions},convert-arith-to-llvm,convert-func-to-llvm,convert-cf-to-llvm,"
     "reconcile-unrealized-casts";
 
 std::once_flag initialised;

@@ -16,6 +16,7 @@ struct Ty {
   int width = 0;
   std::string str() const { return width ? "vector<" + std::to_string(width) + "x" + elem + ">" : elem; }
   Ty with(std::string e) const { return {std::move(e), width}; }
+  Ty with_width(int w) const { return {elem, w}; }
   bool is_float() const { return elem[0] == 'f'; }
 };
 
