@@ -60,7 +60,12 @@ void CpuKernel::launch(void* const* b, const int64_t* m) const {
 std::vector<Knob> CpuKernel::knobs() const {
   int w = vector_width(spec_);
   std::vector<Knob> knobs;
-  if (!columns_) knobs.push_back({"lanes", {config_.lanes, 2 * w, 4 * w, w / 2}});
+  if (!columns_) {
+    Knob lanes{"lanes", {config_.lanes}};
+    for (int n : {w / 2, w, 2 * w, 4 * w})
+      if (n != default_lanes(spec_)) lanes.options.push_back(n);
+    knobs.push_back(lanes);
+  }
   knobs.push_back({"grain", {config_.grain, 8192, 131072}});
   if (reduces_) knobs.push_back({"fold_block", {config_.fold_block, 64, 1024}});
   if (columns_) knobs.push_back({"column_vectors", {config_.column_vectors, 2, 8}});
@@ -124,7 +129,7 @@ bool dumping() {
 
 // Bumped whenever the emitter or the lowering changes what a spec compiles to: old entries of the
 // disk cache must not be loaded for it.
-constexpr const char* kCodegenVersion = "cpu-23";
+constexpr const char* kCodegenVersion = "cpu-25";
 
 std::string disk_key(const KernelSpec& spec, const KernelConfig& config) {
   return sha256_hex(spec.str() + "\nconfig " + config.code_str() + "\ntarget " + host_target() + "\nllvm " +

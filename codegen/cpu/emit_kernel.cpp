@@ -23,6 +23,16 @@ int vector_width(const KernelSpec& spec) {
   return wide ? 8 : 16;
 }
 
+// A row kernel's folds are chains of dependent adds (or compares and selects for max and min):
+// four registers of independent accumulators keep the loads busy. Measured on one thread against
+// one register (max-autotune's timings, 2026-12-07): softmax [4096, 1024] 2080 -> 1810 us, a row
+// max of [1024, 1024] 180 -> 77, of [8192, 256] 360 -> 310, layer norm [2048, 768] 358 -> 340,
+// row sums level or faster ([8192, 256] 126 -> 110).
+int default_lanes(const KernelSpec& spec) {
+  int w = vector_width(spec);
+  return spec.reduces() && !spec.columns ? 4 * w : w;
+}
+
 namespace {
 
 // Steps a reduction folds into one partial before adding it to the running total: summing in
@@ -73,9 +83,9 @@ class KernelWriter {
   // The vector loops' steps, widest first: the configured lanes (several registers' worth, which
   // unrolls the loop) then one register's, or one register's alone.
   std::vector<int> lanes() const {
-    int w = vector_width(spec_);
-    if (config_.lanes > w) return {config_.lanes, w};
-    return {config_.lanes > 0 ? config_.lanes : w};
+    int w = vector_width(spec_), n = config_.lanes > 0 ? config_.lanes : default_lanes(spec_);
+    if (n > w) return {n, w};
+    return {n};
   }
   int64_t fold_block() const { return config_.fold_block > 0 ? config_.fold_block : kFoldBlock; }
   int column_vectors() const { return config_.column_vectors > 0 ? config_.column_vectors : kColumnVectors; }
@@ -119,8 +129,10 @@ class KernelWriter {
     std::vector<Val> offsets(operands_.size(), c0_);
     Val rest{"%row", i64()};
     for (int d = rank() - (spec_.columns ? 3 : 2); d >= 0; --d) {
-      Val i = m_.binary("arith.remsi", rest, sizes_[d]);
-      rest = m_.binary("arith.divsi", rest, sizes_[d]);
+      // The outermost dim's index is what is left: a row is within the rows (a division per
+      // row, for every row of a 2-d kernel, was tens of cycles of a short row's time).
+      Val i = d == 0 ? rest : m_.binary("arith.remsi", rest, sizes_[d]);
+      if (d > 0) rest = m_.binary("arith.divsi", rest, sizes_[d]);
       for (size_t k = 0; k < operands_.size(); ++k)
         offsets[k] = m_.binary("arith.addi", offsets[k], m_.binary("arith.muli", i, operands_[k].strides[d]));
     }
@@ -599,10 +611,7 @@ class KernelWriter {
       vector_end = end.name;
     }
     std::vector<std::string> yields;
-    for (size_t i = 0; i < n; ++i)
-      yields.push_back(m_.let("vector.reduction <" + horizontal_kind(instr(reductions[i]).op, accs[i].ty) + ">, " +
-                                  accs[i].name + " : " + accs[i].ty.str() + " into " + scalar_types[i].str(),
-                              scalar_types[i]).name);
+    for (size_t i = 0; i < n; ++i) yields.push_back(horizontal(instr(reductions[i]).op, accs[i]).name);
     yields.push_back(vector_end);
     m_.line("scf.yield " + join(yields) + " : " + type_list(if_types));
     m_.middle("} else {");
@@ -616,8 +625,22 @@ class KernelWriter {
     return fold_blocks(base, reductions, result(split, n + 1, n), "%inner_end", c1_, 0, partial, last);
   }
 
+  // A vector accumulator's lanes folded into one value. A float max or min halves the vector with
+  // the loop's own compare and select: LLVM's fmaximum reduction orders signed zeros at each of
+  // its steps, about 40 instructions for 16 lanes, which cost a row max of 256 floats more than
+  // its loop.
+  Val horizontal(Op op, const Val& acc) {
+    Ty scalar = acc.ty.with_width(0);
+    if (!acc.ty.is_float() || (op != Op::Max && op != Op::Min))
+      return m_.let("vector.reduction <" + horizontal_kind(op, acc.ty) + ">, " + acc.name + " : " + acc.ty.str() +
+                        " into " + scalar.str(), scalar);
+    Val one = narrowed(op, acc, 1, /*halving=*/true);
+    return m_.let("vector.extract " + one.name + "[0] : " + scalar.str() + " from " + one.ty.str(), scalar);
+  }
+
   // A vector accumulator folded into `width` lanes: its slices of that width combined as a tree.
-  Val narrowed(Op op, Val acc, int width) {
+  Val narrowed(Op op, Val acc, int width, bool halving = false) {
+    while (halving && acc.ty.width > 2 * width) acc = narrowed(op, acc, acc.ty.width / 2);
     std::vector<Val> parts;
     for (int at = 0; at < acc.ty.width; at += width)
       parts.push_back(m_.let("vector.extract_strided_slice " + acc.name + " {offsets = [" + std::to_string(at) +

@@ -22,6 +22,9 @@ namespace ember::codegen::cpu {
 
 // Elements per vector: 64 bytes of the widest register type (AVX-512's width).
 int vector_width(const KernelSpec& spec);
+// The lanes a kernel's vector loops step by unless KernelConfig::lanes says otherwise: four
+// registers' worth for a row kernel (independent accumulators), one for the rest.
+int default_lanes(const KernelSpec& spec);
 
 std::string emit_kernel(const KernelSpec& spec, const std::string& name, const KernelConfig& config = {});
 
