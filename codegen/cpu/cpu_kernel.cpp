@@ -5,6 +5,7 @@
 #include <unordered_map>
 
 #include "codegen/cpu/emit_kernel.h"
+#include "codegen/cpu/split_rows.h"
 #include "codegen/launch_record.h"
 #include "ir/sha256.h"
 #include "runtime/config.h"
@@ -23,7 +24,7 @@ constexpr int64_t kGrainElements = 32768;
 CpuKernel::CpuKernel(KernelSpec spec, KernelFn fn, std::string name, KernelConfig config)
     : spec_(std::move(spec)), fn_(fn), name_(std::move(name)), config_(config),
       grain_(config.grain > 0 ? config.grain : kGrainElements), reduces_(spec_.reduces()),
-      columns_(reduces_ && spec_.columns), layout_(layout_of(spec_)) {}
+      columns_(reduces_ && spec_.columns), split_rows_(splits_rows(spec_)), layout_(layout_of(spec_)) {}
 
 void CpuKernel::run(std::span<const Array> inputs, std::span<const Array> outputs) const {
   // In buffers the thread keeps, so that a launch allocates nothing.
@@ -48,6 +49,10 @@ void CpuKernel::launch(void* const* b, const int64_t* m) const {
   // An empty row still has its reductions' values (a sum of nothing is 0).
   if (rows == 0 || (inner == 0 && !reduces_)) return;
   if (rows * std::max<int64_t>(inner, 1) < 2 * grain_ || num_threads() == 1) return fn(0, rows, 0, inner, b, m);
+  if (reduces_ && rows < num_threads() && split_rows_) {  // [Note: split row reductions]
+    int64_t shares = std::min<int64_t>(num_threads(), rows * inner / grain_);
+    if (shares >= 2) return run_split_rows(spec_, fn, rows, inner, shares, b, m);
+  }
   if (rows >= num_threads() || reduces_) {
     parallel_for(rows, std::max<int64_t>(1, grain_ / std::max<int64_t>(inner, 1)),
                  [&](int64_t begin, int64_t end) { fn(begin, end, 0, inner, b, m); });

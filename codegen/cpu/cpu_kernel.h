@@ -41,8 +41,9 @@ class CpuKernel : public KernelStep {
   std::string name_;
   KernelConfig config_;
   int64_t grain_;  // elements a thread's share holds at least
-  bool reduces_;                    // a row kernel: threads split rows only, the last dim stays whole
+  bool reduces_;                    // a row kernel: threads split rows, each row whole (but see split_rows_)
   bool columns_;                    // a column kernel: reduces the dim before the last
+  bool split_rows_;                 // few rows split their length over threads ([Note: split row reductions])
   KernelLayout layout_;             // how a launch's arguments are laid out (of spec_)
   // Whether launch recording (EMBER_RECORD_LAUNCHES) has nothing more to do for this kernel, so
   // that a launch asks it once, not once per launch (it hashes the spec).
