@@ -25,9 +25,9 @@ int vector_width(const KernelSpec& spec) {
 
 // A row kernel's folds are chains of dependent adds (or compares and selects for max and min):
 // four registers of independent accumulators keep the loads busy. Measured on one thread against
-// one register (max-autotune's timings, 2026-12-07): softmax [4096, 1024] 2080 -> 1810 us, a row
-// max of [1024, 1024] 180 -> 77, of [8192, 256] 360 -> 310, layer norm [2048, 768] 358 -> 340,
-// row sums level or faster ([8192, 256] 126 -> 110).
+// one register (max-autotune's timings, 2026-12-07, benchmarks/results/autotune.md): softmax
+// [4096, 1024] about 2100 -> 1830 us, a row max of [1024, 1024] 175 -> 74, layer norm
+// [2048, 768] 356 -> 335; row sums level within the noise.
 int default_lanes(const KernelSpec& spec) {
   int w = vector_width(spec);
   return spec.reduces() && !spec.columns ? 4 * w : w;
