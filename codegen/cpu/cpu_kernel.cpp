@@ -49,7 +49,7 @@ void CpuKernel::launch(void* const* b, const int64_t* m) const {
   // An empty row still has its reductions' values (a sum of nothing is 0).
   if (rows == 0 || (inner == 0 && !reduces_)) return;
   if (rows * std::max<int64_t>(inner, 1) < 2 * grain_ || num_threads() == 1) return fn(0, rows, 0, inner, b, m);
-  if (reduces_ && rows < num_threads() && split_rows_) {  // [Note: split row reductions]
+  if (split_rows_ && rows < num_threads()) {  // [Note: split row reductions]
     int64_t shares = std::min<int64_t>(num_threads(), rows * inner / grain_);
     if (shares >= 2) return run_split_rows(spec_, fn, rows, inner, shares, b, m);
   }

@@ -634,13 +634,13 @@ class KernelWriter {
     if (!acc.ty.is_float() || (op != Op::Max && op != Op::Min))
       return m_.let("vector.reduction <" + horizontal_kind(op, acc.ty) + ">, " + acc.name + " : " + acc.ty.str() +
                         " into " + scalar.str(), scalar);
-    Val one = narrowed(op, acc, 1, /*halving=*/true);
+    Val one = acc;
+    while (one.ty.width > 1) one = narrowed(op, one, one.ty.width / 2);
     return m_.let("vector.extract " + one.name + "[0] : " + scalar.str() + " from " + one.ty.str(), scalar);
   }
 
   // A vector accumulator folded into `width` lanes: its slices of that width combined as a tree.
-  Val narrowed(Op op, Val acc, int width, bool halving = false) {
-    while (halving && acc.ty.width > 2 * width) acc = narrowed(op, acc, acc.ty.width / 2);
+  Val narrowed(Op op, const Val& acc, int width) {
     std::vector<Val> parts;
     for (int at = 0; at < acc.ty.width; at += width)
       parts.push_back(m_.let("vector.extract_strided_slice " + acc.name + " {offsets = [" + std::to_string(at) +

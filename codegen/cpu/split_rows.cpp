@@ -1,9 +1,12 @@
 #include "codegen/cpu/split_rows.h"
 
 #include <cmath>
+#include <type_traits>
 #include <vector>
 
 #include "codegen/cpu/mlir_text.h"
+#include "ir/op.h"
+#include "ir/reduction.h"
 #include "runtime/thread_pool.h"
 
 namespace ember::codegen::cpu {
@@ -26,37 +29,20 @@ std::vector<bool> after_folds(const KernelSpec& spec) {
 // Share boundaries at whole cache lines of float32, so that each share's vector loop starts there.
 constexpr int64_t kShareAlign = 64;
 
-// The shares' partial results of one output for row r, combined in order. Returns false when a
-// float sum's partial is not finite: the row is then folded again, whole.
+// The shares' partial results of one output for row r, combined in order by the reduction's
+// combiner (ir/reduction.h), a float32 one in float64. Returns false when a float sum's partial
+// is not finite: the row is then folded again, whole.
 template <class T>
-bool combine_shares(Op op, const T* partials, int64_t rows, int64_t shares, int64_t r, T* out) {
-  if constexpr (std::is_floating_point_v<T>) {
-    if (op == Op::Sum || op == Op::Mean) {
-      double total = 0;
-      for (int64_t s = 0; s < shares; ++s) {
-        T p = partials[s * rows + r];
-        if (!std::isfinite(p)) return false;
-        total += static_cast<double>(p);
-      }
-      *out = static_cast<T>(total);
-      return true;
-    }
-    T best = partials[r];
-    for (int64_t s = 1; s < shares && !std::isnan(best); ++s) {
-      T p = partials[s * rows + r];
-      if (std::isnan(p) || (op == Op::Max ? p > best : p < best)) best = p;  // an earlier share wins a tie
-    }
-    *out = best;
-  } else {
-    uint64_t total = 0;  // an integer sum wraps, as the kernel's does
-    T best = partials[r];
-    for (int64_t s = 0; s < shares; ++s) {
-      T p = partials[s * rows + r];
-      total += static_cast<uint64_t>(p);
-      if (op == Op::Max ? p > best : p < best) best = p;
-    }
-    *out = op == Op::Sum ? static_cast<T>(total) : best;
+bool combine_shares(Combiner c, const T* partials, int64_t rows, int64_t shares, int64_t r, T* out) {
+  using Acc = std::conditional_t<std::is_same_v<T, float>, double, T>;
+  Acc total{};
+  for (int64_t s = 0; s < shares; ++s) {
+    T p = partials[s * rows + r];
+    if constexpr (std::is_floating_point_v<T>)
+      if (c == Combiner::Add && !std::isfinite(p)) return false;
+    total = s == 0 ? static_cast<Acc>(p) : combine(c, total, static_cast<Acc>(p));
   }
+  *out = static_cast<T>(total);
   return true;
 }
 
@@ -71,7 +57,6 @@ bool splits_rows(const KernelSpec& spec) {
     const KernelInstr& fold = spec.body[v - inputs];
     if (fold.op != Op::Sum && fold.op != Op::Mean && fold.op != Op::Max && fold.op != Op::Min) return false;
     if (fold.dtype != DType::Float32 && fold.dtype != DType::Float64 && fold.dtype != DType::Int64) return false;
-    if (fold.op == Op::Mean && fold.dtype == DType::Int64) return false;
     if (register_type(fold.compute) != register_type(fold.dtype)) return false;
     if (after[fold.args[0]]) return false;  // a second level of folds
   }
@@ -109,6 +94,8 @@ void run_split_rows(const KernelSpec& spec, KernelFn fn, int64_t rows, int64_t i
     bool whole = true;
     for (size_t o = 0; o < outputs; ++o) {
       const KernelInstr& fold = spec.body[spec.outputs[o] - inputs];
+      // A mean's partials are already divided by the whole row's length: they add up.
+      const Combiner c = fold.op == Op::Mean ? Combiner::Add : op_info(fold.op).reduction->combiner;
       const int64_t* strides = meta + rank * (1 + inputs + o);
       int64_t offset = 0;
       for (int64_t d = rank - 2, rest = r; d >= 0; rest /= meta[d], --d)
@@ -116,11 +103,11 @@ void run_split_rows(const KernelSpec& spec, KernelFn fn, int64_t rows, int64_t i
       const void* partials = block(o);
       void* out = buffers[inputs + o];
       if (fold.dtype == DType::Float32)
-        whole &= combine_shares(fold.op, static_cast<const float*>(partials), rows, shares, r, static_cast<float*>(out) + offset);
+        whole &= combine_shares(c, static_cast<const float*>(partials), rows, shares, r, static_cast<float*>(out) + offset);
       else if (fold.dtype == DType::Float64)
-        whole &= combine_shares(fold.op, static_cast<const double*>(partials), rows, shares, r, static_cast<double*>(out) + offset);
+        whole &= combine_shares(c, static_cast<const double*>(partials), rows, shares, r, static_cast<double*>(out) + offset);
       else
-        whole &= combine_shares(fold.op, static_cast<const int64_t*>(partials), rows, shares, r, static_cast<int64_t*>(out) + offset);
+        whole &= combine_shares(c, static_cast<const int64_t*>(partials), rows, shares, r, static_cast<int64_t*>(out) + offset);
     }
     if (!whole) fn(r, r + 1, 0, inner, buffers, meta);
   }

@@ -2,10 +2,12 @@
 // their length over them, and give the whole row's results.
 #include <ember/ember.h>
 
+#include <atomic>
 #include <cmath>
 #include <functional>
 #include <limits>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "codegen/cpu/split_rows.h"
@@ -100,4 +102,28 @@ TEST_CASE("split row reductions: a share's overflow, infinities and NaN stay as 
   check_whole_row(row_max, halves(nan, 1.0, n));
   check_whole_row(row_max, halves(1.0, nan, n));
   check_whole_row(row_max, halves(-inf, 2.0, n));
+}
+
+TEST_CASE("split row reductions: more threads than shares, and calls from several threads at once",
+          "[codegen][split]") {
+  const int64_t n = 3 * 65536 + 17;
+  Tensor x = uniform({1, n}, 9, -1.0, 1.0);
+  auto row_sum_max = [](const Tensor& t) { return sum(t, {-1}) + max(t, {-1}); };
+  {
+    ThreadCountForCall sixteen(16);  // more than the row has shares of a grain
+    check_whole_row(row_sum_max, x);
+  }
+  // Each caller's loop finds the pool busy or free: run on it, or serially on the caller.
+  auto f = compile(row_sum_max);
+  double want = row_sum_max(x).to_vector()[0];
+  std::vector<std::thread> callers;
+  std::atomic<int> wrong{0};
+  for (int t = 0; t < 16; ++t)
+    callers.emplace_back([&] {
+      ThreadCountForCall two(2);
+      for (int i = 0; i < 5; ++i)
+        if (std::abs(f(x).to_vector()[0] - want) > 1.5e-5 + 1.3e-5 * std::abs(want)) ++wrong;
+    });
+  for (std::thread& c : callers) c.join();
+  CHECK(wrong == 0);
 }
