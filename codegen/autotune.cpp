@@ -3,7 +3,7 @@
 //   a generated kernel: its vector lanes per step (one register, or several, which unrolls the
 //   loop), a reduction's fold block, a column kernel's vectors per step, the grain at which its
 //   work splits over threads, and the threads it uses;
-//   a float32 GEMM: oneDNN, OpenBLAS or PyTorch's MKL, and the threads;
+//   a float32 GEMM: oneDNN, OpenBLAS, PyTorch's MKL or ember's own (codegen/cpu/gemm.h), and the threads;
 //   blocked attention: its tiles' queries and keys, and their GEMM's library, and the threads.
 // The tuner runs the plan once on the call's inputs, keeping a copy of each such step's inputs
 // (with their strides) and the time each step took. The budget is split over the steps by their
@@ -38,6 +38,7 @@
 #include "codegen/cpu/emit_kernel.h"
 #include "ir/error.h"
 #include "runtime/config.h"
+#include "runtime/kernels/kernel.h"
 #include "runtime/kernels/mkl.h"
 #include "runtime/thread_pool.h"
 
@@ -153,6 +154,8 @@ std::string step_signature(const Executable& exec, int step, std::span<const Arr
     // A GEMM's choices depend on the process: one without PyTorch has no MKL route, and must
     // not take a choice of "mkl" (which would run OpenBLAS there) measured by one with it.
     if ((is_float32_gemm(n) || is_blocked_attention(n)) && kernels::mkl_available()) s += " routes+mkl";
+    // Likewise a build without the CPU code generator has no GEMM of ember's own.
+    if (is_float32_gemm(n) && kernels::has_own_gemm()) s += " routes+generated";
   }
   s += "\ninputs";
   for (const Array& a : inputs) s += " " + layout_signature(a);
@@ -302,7 +305,9 @@ Space step_space(const Executable& exec, int step) {
   if (const KernelStep* k = exec.step_kernel(step).get()) {
     space = k->knobs();
   } else if (is_float32_gemm(exec.step_node(step))) {
-    space.push_back(gemm_routes({GemmRoute::OneDnn, GemmRoute::Blas}));
+    std::vector<GemmRoute> routes{GemmRoute::OneDnn, GemmRoute::Blas};
+    if (kernels::has_own_gemm()) routes.push_back(GemmRoute::Generated);  // [Note: ember's own GEMM]
+    space.push_back(gemm_routes(routes));
   } else if (is_float32_conv(exec.step_node(step))) {
     // oneDNN's direct kernel, its brgemm one, or ember's own (im2col and GEMM, or depthwise).
     space.push_back({"conv", {0, static_cast<int64_t>(ConvAlgorithm::Brgemm),

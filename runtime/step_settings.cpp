@@ -53,7 +53,7 @@ namespace {
 
 // The route named `name` into `route`; false for no route of that name.
 bool parse_route(const std::string& name, GemmRoute& route) {
-  for (GemmRoute r : {GemmRoute::Auto, GemmRoute::OneDnn, GemmRoute::Blas, GemmRoute::Mkl})
+  for (GemmRoute r : {GemmRoute::Auto, GemmRoute::OneDnn, GemmRoute::Blas, GemmRoute::Mkl, GemmRoute::Generated})
     if (name == route_name(r)) {
       route = r;
       return true;
@@ -107,6 +107,7 @@ const char* route_name(GemmRoute r) {
     case GemmRoute::OneDnn: return "onednn";
     case GemmRoute::Blas: return "blas";
     case GemmRoute::Mkl: return "mkl";
+    case GemmRoute::Generated: return "generated";
   }
   return "?";
 }

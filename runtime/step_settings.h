@@ -20,9 +20,11 @@ struct Knob {
 
 // Where a float32 GEMM goes. Auto: ember's rule (runtime/kernels/common.cpp, gemm_impl). Mkl:
 // PyTorch's MKL, where the process has it (runtime/kernels/mkl.h; OpenBLAS where it has not).
-enum class GemmRoute : uint8_t { Auto, OneDnn, Blas, Mkl };
+// Generated: ember's own GEMM, a tile generated through MLIR ([Note: ember's own GEMM] in
+// codegen/cpu/gemm.h; OpenBLAS in a build without the CPU code generator).
+enum class GemmRoute : uint8_t { Auto, OneDnn, Blas, Mkl, Generated };
 
-// A route's name in settings' text ("auto", "onednn", "blas", "mkl").
+// A route's name in settings' text ("auto", "onednn", "blas", "mkl", "generated").
 const char* route_name(GemmRoute route);
 
 // How a float32 convolution runs (runtime/kernels/contraction.cpp). Auto: oneDNN's direct JIT

@@ -1,6 +1,7 @@
 #include "codegen/cpu/cpu_kernel.h"
 
 #include <chrono>
+#include <functional>
 #include <mutex>
 #include <unordered_map>
 
@@ -136,9 +137,14 @@ bool dumping() {
 // disk cache must not be loaded for it.
 constexpr const char* kCodegenVersion = "cpu-25";
 
+// The disk cache's key of the code that `what` (a text that decides the MLIR) compiles to here.
+std::string object_key(const std::string& what) {
+  return sha256_hex(what + "\ntarget " + host_target() + "\nllvm " + llvm_version() + "\nember " + EMBER_VERSION +
+                    "\ncodegen " + kCodegenVersion + "\n");
+}
+
 std::string disk_key(const KernelSpec& spec, const KernelConfig& config) {
-  return sha256_hex(spec.str() + "\nconfig " + config.code_str() + "\ntarget " + host_target() + "\nllvm " +
-                    llvm_version() + "\nember " + EMBER_VERSION + "\ncodegen " + kCodegenVersion + "\n");
+  return object_key(spec.str() + "\nconfig " + config.code_str());
 }
 
 // The kernel from its object code on disk, or null (a bad object is a miss too).
@@ -180,6 +186,23 @@ KernelFn compile_now(const KernelSpec& spec, const KernelConfig& config, const s
 }  // namespace
 
 const char* codegen_version() { return kCodegenVersion; }
+
+void* jit_function(const std::string& what, const std::string& name, const std::function<std::string()>& emit) {
+  static std::mutex mu;
+  static std::unordered_map<std::string, void*> made;
+  std::lock_guard<std::mutex> lock(mu);  // rare and quick after the first: one lock for all
+  if (auto it = made.find(what); it != made.end()) return it->second;
+  const std::string key = object_key(what);
+  KernelFn fn = from_disk(key, name);
+  if (!fn) {
+    std::string object = compile_object(emit());
+    fn = load_kernel(object, name);
+    disk_cache::store("kernels", key, object);
+  }
+  void* address = reinterpret_cast<void*>(fn);
+  made.emplace(what, address);
+  return address;
+}
 
 KernelBuild cpu_kernel(const KernelSpec& spec, const KernelConfig& config) {
   // Configs that differ only in what is read at launch (the grain) share their code: the cache

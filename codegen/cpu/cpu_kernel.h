@@ -4,6 +4,7 @@
 #pragma once
 
 #include <atomic>
+#include <functional>
 #include <memory>
 
 #include "codegen/cpu/jit.h"
@@ -66,5 +67,11 @@ const char* codegen_version();
 
 // A non-default `config` is another kernel, cached under its own key.
 KernelBuild cpu_kernel(const KernelSpec& spec, const KernelConfig& config = {});
+
+// The function `name` of MLIR that is not a KernelSpec's (ember's GEMM tiles, codegen/cpu/gemm.h):
+// from memory, from the disk cache (keyed by `what`, a text that decides the MLIR, and by what a
+// kernel's key holds of the target and versions), or compiled from emit() now and stored. The
+// caller casts it to its own signature. Throws CodegenError.
+void* jit_function(const std::string& what, const std::string& name, const std::function<std::string()>& emit);
 
 }  // namespace ember::codegen::cpu

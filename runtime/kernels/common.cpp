@@ -2,6 +2,7 @@
 #include <cblas.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 
 #include "runtime/kernels/kernel.h"
@@ -238,6 +239,13 @@ constexpr int64_t kBlockAlign = 16;  // multiples of the microkernel's tile
 
 }  // namespace
 
+namespace {
+std::atomic<OwnGemmFn> own_gemm{nullptr};
+}  // namespace
+
+void set_own_gemm(OwnGemmFn fn) { own_gemm.store(fn, std::memory_order_release); }
+bool has_own_gemm() { return own_gemm.load(std::memory_order_acquire) != nullptr; }
+
 // GEMMs run on ember's thread pool, each thread a single-threaded BLAS call on its own block of C.
 // OpenBLAS's own threads busy-wait for a long time after each call (about 0.1 s); on a small
 // machine they took the cores from the kernels and the PyTorch calls that ran next (a 0.1 ms
@@ -288,6 +296,10 @@ void gemm_impl(const T* a, const T* b, T* c, int64_t m, int64_t n, int64_t k, bo
                   (route == GemmRoute::Auto && !small_gemv && gemm_flops > kTinyGemmFlops &&
                    (trans_b || n <= kFewColumns || onednn_has_avx512()));
     if (!trans_a && onednn && onednn_gemm(DType::Float32, a, b, c, m, n, k, trans_b, beta)) return;
+    OwnGemmFn own = own_gemm.load(std::memory_order_acquire);
+    if (route == GemmRoute::Generated && own &&
+        own(a, b, c, m, n, k, trans_a, trans_b, beta, trans_a ? m : k, trans_b ? k : n, n))
+      return;
     mkl = route == GemmRoute::Mkl && mkl_available();
   }
   use_single_threaded_blas();

@@ -119,4 +119,13 @@ void gemm(const float* a, const float* b, float* c, int64_t m, int64_t n, int64_
 void gemm(const double* a, const double* b, double* c, int64_t m, int64_t n, int64_t k, bool trans_b,
           double beta = 0.0, bool trans_a = false);
 
+// The float32 GEMM that GemmRoute::Generated runs: cblas_sgemm's arguments, row-major. The code
+// generator installs ember's own (codegen/cpu/gemm.h) when the library loads; it returns false
+// when it cannot run (its tile failed to compile), and the route falls back to OpenBLAS.
+using OwnGemmFn = bool (*)(const float* a, const float* b, float* c, int64_t m, int64_t n, int64_t k, bool trans_a,
+                           bool trans_b, float beta, int64_t lda, int64_t ldb, int64_t ldc);
+void set_own_gemm(OwnGemmFn fn);
+// Whether one is installed.
+bool has_own_gemm();
+
 }  // namespace ember::kernels

@@ -1,5 +1,6 @@
 // Every float32 GEMM route a step may choose (runtime/step_settings.h) computes the same product:
-// ember's rule, oneDNN, OpenBLAS on the pool, and PyTorch's MKL (runtime/kernels/mkl.h). The MKL
+// ember's rule, oneDNN, OpenBLAS on the pool, PyTorch's MKL (runtime/kernels/mkl.h) and ember's
+// own (codegen/cpu/gemm.h). The MKL
 // case runs as its own CTest with EMBER_MKL_LIBRARY naming the virtual environment's
 // libtorch_cpu.so; elsewhere the MKL route falls back to OpenBLAS and must still be right.
 #include <array>
@@ -75,11 +76,12 @@ void check_route(GemmRoute route) {
 }  // namespace
 
 TEST_CASE("gemm routes: every route computes the same product", "[gemm]") {
-  for (GemmRoute route : {GemmRoute::Auto, GemmRoute::OneDnn, GemmRoute::Blas, GemmRoute::Mkl}) check_route(route);
+  for (GemmRoute route : {GemmRoute::Auto, GemmRoute::OneDnn, GemmRoute::Blas, GemmRoute::Mkl, GemmRoute::Generated})
+    check_route(route);
 }
 
 TEST_CASE("gemm routes: a route's name is its settings' text", "[gemm]") {
-  for (GemmRoute route : {GemmRoute::OneDnn, GemmRoute::Blas, GemmRoute::Mkl}) {
+  for (GemmRoute route : {GemmRoute::OneDnn, GemmRoute::Blas, GemmRoute::Mkl, GemmRoute::Generated}) {
     StepSettings s{.threads = 1, .gemm = route};
     REQUIRE(StepSettings::parse(s.str()) == s);
     REQUIRE(s.str() == std::string("threads=1 gemm=") + route_name(route));
@@ -99,7 +101,7 @@ TEST_CASE("gemm routes: with beta 0, whatever C held before (NaN, infinities) is
   // Outputs are fresh memory that may hold anything: a matrix-vector product on OpenBLAS (ember's
   // rule for small ones), split or not, and the others, must overwrite it.
   const float nan = std::nanf(""), inf = INFINITY;
-  for (GemmRoute route : {GemmRoute::Auto, GemmRoute::OneDnn, GemmRoute::Blas})
+  for (GemmRoute route : {GemmRoute::Auto, GemmRoute::OneDnn, GemmRoute::Blas, GemmRoute::Generated})
     for (auto [m, n, k] : {std::array<int64_t, 3>{1, 1024, 256}, {2, 96, 1000}, {1, 520, 1024}, {700, 2, 300}, {300, 1, 64}}) {
       std::vector<float> a(m * k, 1.0f), b(k * n, -0.0f), c(m * n);
       for (size_t i = 0; i < c.size(); ++i) c[i] = i % 2 ? nan : -inf;

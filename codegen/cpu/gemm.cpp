@@ -1,0 +1,320 @@
+#include "codegen/cpu/gemm.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <unordered_map>
+#include <vector>
+
+#include "codegen/cpu/cpu_kernel.h"
+#include "codegen/cpu/mlir_text.h"
+#include "ir/error.h"
+#include "runtime/config.h"
+#include "runtime/kernels/kernel.h"
+#include "runtime/thread_pool.h"
+
+namespace ember::codegen::cpu {
+
+std::string GemmTiling::code_str() const {
+  return "mr=" + std::to_string(mr) + " nr=" + std::to_string(nr) + " unroll=" + std::to_string(unroll);
+}
+
+void GemmTiling::check() const {
+  const int vectors = nr / 16;
+  if (mr < 1 || nr < 16 || nr % 16 || mr * vectors < 2 || mr * vectors > 32 || unroll < 1 || unroll > 16 || kc < 1 ||
+      mc < 1 || nc < 0)
+    EMBER_THROW(Value, "a GEMM tiling needs 1 <= mr, nr a multiple of 16, 2 to 32 accumulators (mr * nr / 16), ",
+                "1 <= unroll <= 16, positive kc and mc and nc >= 0; got ", code_str(), " kc=", kc, " mc=", mc, " nc=", nc);
+}
+
+namespace {
+
+constexpr int kLanes = 16;  // float32 lanes of a 512-bit register
+
+// The tile's MLIR, one statement at a time.
+class TileWriter {
+ public:
+  TileWriter(const GemmTiling& t, const std::string& name) : t_(t), name_(name), vectors_(t.nr / kLanes) {}
+
+  std::string write() {
+    m_.open("func.func @" + name_ + "(%depth: i64, %a: !llvm.ptr, %b: !llvm.ptr, %c: !llvm.ptr, %ldc: i64, " +
+            "%accumulate: i64) {");
+    zero_ = m_.int_constant(0, i64());
+    std::vector<Val> acc = initial();
+    // Whole groups of `unroll` steps, then the steps left one at a time.
+    Val unroll = m_.int_constant(t_.unroll, i64());
+    Val left = m_.binary("arith.remsi", Val{"%depth", i64()}, unroll);
+    Val whole = m_.binary("arith.subi", Val{"%depth", i64()}, left);
+    acc = depth_loop(acc, zero_.name, whole.name, unroll, t_.unroll);
+    acc = depth_loop(acc, whole.name, "%depth", m_.int_constant(1, i64()), 1);
+    for (int r = 0; r < t_.mr; ++r)
+      for (int v = 0; v < vectors_; ++v)
+        m_.line("llvm.store " + acc[r * vectors_ + v].name + ", " + c_at(r, v).name +
+                " {alignment = 4 : i64} : " + vec().str() + ", !llvm.ptr");
+    m_.line("return");
+    m_.close();
+    return "module {\n" + m_.text() + "}\n";
+  }
+
+ private:
+  static Ty i64() { return {"i64", 0}; }
+  static Ty ptr() { return {"!llvm.ptr", 0}; }
+  static Ty vec() { return {"f32", kLanes}; }
+  int count() const { return t_.mr * vectors_; }
+
+  std::string types() const {
+    std::string s;
+    for (int i = 0; i < count(); ++i) s += (i ? ", " : "") + vec().str();
+    return s;
+  }
+  static std::string names(const std::vector<Val>& vals) {
+    std::string s;
+    for (size_t i = 0; i < vals.size(); ++i) s += (i ? ", " : "") + vals[i].name;
+    return s;
+  }
+  // The results %name#0 .. of an op that yields the accumulators.
+  std::vector<Val> results(const std::string& name) const {
+    std::vector<Val> out;
+    for (int i = 0; i < count(); ++i) out.push_back({name + "#" + std::to_string(i), vec()});
+    return out;
+  }
+
+  Val gep(const std::string& base, const std::string& index) {
+    return m_.let("llvm.getelementptr " + base + "[" + index + "] : (!llvm.ptr, i64) -> !llvm.ptr, f32", ptr());
+  }
+  Val gep(const std::string& base, int64_t index) {
+    return m_.let("llvm.getelementptr " + base + "[" + std::to_string(index) + "] : (!llvm.ptr) -> !llvm.ptr, f32", ptr());
+  }
+  // Where vector v of row r of C starts.
+  Val c_at(int r, int v) {
+    Val row = m_.binary("arith.muli", m_.int_constant(r, i64()), Val{"%ldc", i64()});
+    return gep(gep("%c", row.name).name, int64_t{v} * kLanes);
+  }
+
+  // C's tile where the call accumulates, else zeros.
+  std::vector<Val> initial() {
+    Val flag = m_.cmp("arith.cmpi", "ne", Val{"%accumulate", i64()}, zero_);
+    std::string name = m_.fresh();
+    m_.line(name + ":" + std::to_string(count()) + " = scf.if " + flag.name + " -> (" + types() + ") {");
+    m_.indent_more();
+    std::vector<Val> loaded;
+    for (int r = 0; r < t_.mr; ++r)
+      for (int v = 0; v < vectors_; ++v)
+        loaded.push_back(m_.let("llvm.load " + c_at(r, v).name + " {alignment = 4 : i64} : !llvm.ptr -> " + vec().str(), vec()));
+    m_.line("scf.yield " + names(loaded) + " : " + types());
+    m_.middle("} else {");
+    Val zero = m_.let("arith.constant dense<0.000000e+00> : " + vec().str(), vec());
+    m_.line("scf.yield " + names(std::vector<Val>(count(), zero)) + " : " + types());
+    m_.close();
+    return results(name);
+  }
+
+  // The accumulators after the depth steps [from, to), `steps` of them per iteration.
+  std::vector<Val> depth_loop(const std::vector<Val>& acc, const std::string& from, const std::string& to,
+                              const Val& stride, int steps) {
+    std::string name = m_.fresh();
+    std::string args;
+    std::vector<Val> carried;
+    for (int i = 0; i < count(); ++i) {
+      carried.push_back({"%acc" + name.substr(1) + "_" + std::to_string(i), vec()});
+      args += (i ? ", " : "") + carried.back().name + " = " + acc[i].name;
+    }
+    m_.line(name + ":" + std::to_string(count()) + " = scf.for %p" + name.substr(1) + " = " + from + " to " + to +
+            " step " + stride.name + " iter_args(" + args + ") -> (" + types() + ") : i64 {");
+    m_.indent_more();
+    Val p{"%p" + name.substr(1), i64()};
+    for (int s = 0; s < steps; ++s) carried = step(carried, s ? m_.binary("arith.addi", p, m_.int_constant(s, i64())) : p);
+    m_.line("scf.yield " + names(carried) + " : " + types());
+    m_.close();
+    return results(name);
+  }
+
+  // One depth step p: acc[r][v] += a[p * mr + r] * b[p * nr + 16 v .. +16].
+  std::vector<Val> step(std::vector<Val> acc, const Val& p) {
+    Val a_row = gep("%a", m_.binary("arith.muli", p, m_.int_constant(t_.mr, i64())).name);
+    Val b_row = gep("%b", m_.binary("arith.muli", p, m_.int_constant(t_.nr, i64())).name);
+    std::vector<Val> b;
+    for (int v = 0; v < vectors_; ++v)
+      b.push_back(m_.let("llvm.load " + gep(b_row.name, int64_t{v} * kLanes).name + " {alignment = 64 : i64} : !llvm.ptr -> " +
+                         vec().str(), vec()));
+    for (int r = 0; r < t_.mr; ++r) {
+      Val scalar = m_.let("llvm.load " + gep(a_row.name, r).name + " : !llvm.ptr -> f32", {"f32", 0});
+      Val splat = m_.let("vector.broadcast " + scalar.name + " : f32 to " + vec().str(), vec());
+      for (int v = 0; v < vectors_; ++v) {
+        Val& x = acc[r * vectors_ + v];
+        x = m_.let("vector.fma " + splat.name + ", " + b[v].name + ", " + x.name + " : " + vec().str(), vec());
+      }
+    }
+    return acc;
+  }
+
+  const GemmTiling& t_;
+  std::string name_;
+  int vectors_;
+  MlirText m_;
+  Val zero_;
+};
+
+// Aligned float storage that a thread keeps from call to call (packing buffers).
+struct Panels {
+  std::unique_ptr<float, decltype(&std::free)> data{nullptr, &std::free};
+  size_t floats = 0;
+  float* at_least(size_t n) {
+    if (n > floats) {
+      data.reset(static_cast<float*>(std::aligned_alloc(64, (n * sizeof(float) + 63) / 64 * 64)));
+      if (!data) throw std::bad_alloc();
+      floats = n;
+    }
+    return data.get();
+  }
+};
+
+int64_t round_up(int64_t x, int64_t multiple) { return (x + multiple - 1) / multiple * multiple; }
+
+// op(X)[i][p] of a row-major X with leading dimension ld, read transposed when `trans`.
+inline float element(const float* x, int64_t ld, bool trans, int64_t i, int64_t p) {
+  return trans ? x[p * ld + i] : x[i * ld + p];
+}
+
+// B's panels of nr columns, each over the whole depth k ([Note: ember's own GEMM]).
+void pack_b(const float* b, int64_t ldb, bool trans_b, int64_t k, int64_t n, int nr, float* packed) {
+  const int64_t panels = (n + nr - 1) / nr;
+  parallel_for(panels, std::max<int64_t>(1, (int64_t{1} << 16) / std::max<int64_t>(k * nr, 1)), [&](int64_t lo, int64_t hi) {
+    for (int64_t q = lo; q < hi; ++q) {
+      float* out = packed + q * k * nr;
+      const int64_t col = q * nr, cols = std::min<int64_t>(nr, n - col);
+      if (!trans_b) {
+        for (int64_t p = 0; p < k; ++p) {
+          std::memcpy(out + p * nr, b + p * ldb + col, cols * sizeof(float));
+          std::fill(out + p * nr + cols, out + (p + 1) * nr, 0.0f);
+        }
+        continue;
+      }
+      if (cols < nr) std::fill(out, out + k * nr, 0.0f);
+      for (int64_t j = 0; j < cols; ++j) {  // a row of the stored B^T is column j: read along it
+        const float* src = b + (col + j) * ldb;
+        for (int64_t p = 0; p < k; ++p) out[p * nr + j] = src[p];
+      }
+    }
+  });
+}
+
+// A's rows [row, row + rows) over the depth [depth, depth + kc), in panels of mr rows.
+void pack_a(const float* a, int64_t lda, bool trans_a, int64_t row, int64_t rows, int64_t depth, int64_t kc, int mr,
+            float* packed) {
+  for (int64_t i = 0; i < rows; i += mr) {
+    float* out = packed + i * kc;
+    const int64_t live = std::min<int64_t>(mr, rows - i);
+    for (int64_t p = 0; p < kc; ++p, out += mr) {
+      for (int64_t r = 0; r < live; ++r) out[r] = element(a, lda, trans_a, row + i + r, depth + p);
+      for (int64_t r = live; r < mr; ++r) out[r] = 0.0f;
+    }
+  }
+}
+
+// One tile of C at `c`: whole, or `rows` x `cols` of it at C's edge through a buffer.
+void run_tile(GemmTileFn tile, const GemmTiling& t, int64_t depth, const float* a, const float* b, float* c,
+              int64_t ldc, bool accumulate, int64_t rows, int64_t cols) {
+  if (rows == t.mr && cols == t.nr) return tile(depth, a, b, c, ldc, accumulate);
+  alignas(64) float edge[32 * 16];  // at most 32 accumulators of 16 lanes (GemmTiling::check)
+  if (accumulate)
+    for (int64_t r = 0; r < rows; ++r) std::memcpy(edge + r * t.nr, c + r * ldc, cols * sizeof(float));
+  tile(depth, a, b, edge, t.nr, accumulate);
+  for (int64_t r = 0; r < rows; ++r) std::memcpy(c + r * ldc, edge + r * t.nr, cols * sizeof(float));
+}
+
+}  // namespace
+
+std::string emit_gemm_tile(const GemmTiling& tiling, const std::string& name) {
+  tiling.check();
+  return TileWriter(tiling, name).write();
+}
+
+GemmTileFn gemm_tile(const GemmTiling& tiling) {
+  // A GEMM of a few microseconds asks for its tile on every call: each thread keeps the ones it
+  // asked for, without the text key and the lock of jit_function.
+  thread_local std::unordered_map<int64_t, GemmTileFn> known;
+  const int64_t id = (int64_t{tiling.mr} << 32) | (int64_t{tiling.nr} << 8) | tiling.unroll;
+  if (auto it = known.find(id); it != known.end()) return it->second;
+  tiling.check();
+  const std::string what = "gemm tile f32 " + tiling.code_str();
+  const std::string name = "ember_gemm_tile_" + std::to_string(tiling.mr) + "x" + std::to_string(tiling.nr) + "u" +
+                           std::to_string(tiling.unroll);
+  GemmTileFn fn = reinterpret_cast<GemmTileFn>(jit_function(what, name, [&] { return emit_gemm_tile(tiling, name); }));
+  known.emplace(id, fn);
+  return fn;
+}
+
+void generated_gemm(const GemmTiling& t, const float* a, const float* b, float* c, int64_t m, int64_t n, int64_t k,
+                    bool trans_a, bool trans_b, float beta, int64_t lda, int64_t ldb, int64_t ldc) {
+  if (m == 0 || n == 0) return;
+  GemmTileFn tile = gemm_tile(t);  // first: a tile that fails to compile leaves C as it was
+  if (beta != 0.0f && beta != 1.0f)
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) c[i * ldc + j] *= beta;
+  if (k == 0) {  // an empty sum
+    if (beta == 0.0f)
+      for (int64_t i = 0; i < m; ++i) std::fill(c + i * ldc, c + i * ldc + n, 0.0f);
+    return;
+  }
+  const int64_t panels = (n + t.nr - 1) / t.nr;
+  // B's packed panels for this call (all threads read them), in memory the caller's thread keeps.
+  thread_local Panels packed_b;
+  float* bp = packed_b.at_least(static_cast<size_t>(panels * k * t.nr));
+  pack_b(b, ldb, trans_b, k, n, t.nr, bp);
+  // Blocks of whole tiles: rows by mc; columns all in one block (A's rows are then packed once)
+  // unless the row blocks are too few for the threads, or nc asks for narrower ones.
+  const int64_t mc = round_up(std::min(t.mc, m), t.mr);
+  const int64_t row_blocks = (m + mc - 1) / mc;
+  int64_t nc = round_up(n, t.nr);
+  if (row_blocks < num_threads()) nc = round_up((n + num_threads() / row_blocks - 1) / (num_threads() / row_blocks), t.nr);
+  if (t.nc > 0) nc = std::min(nc, round_up(t.nc, t.nr));
+  const int64_t col_blocks = (n + nc - 1) / nc;
+  const int64_t block_flops = 2 * mc * nc * k;
+  parallel_for(row_blocks * col_blocks, std::max<int64_t>(1, (int64_t{1} << 21) / block_flops), [&](int64_t lo, int64_t hi) {
+    thread_local Panels packed_a;
+    for (int64_t block = lo; block < hi; ++block) {
+      const int64_t row = block / col_blocks * mc, col = block % col_blocks * nc;
+      const int64_t rows = std::min(mc, m - row), cols = std::min(nc, n - col);
+      for (int64_t depth = 0; depth < k; depth += t.kc) {
+        const int64_t kc = std::min(t.kc, k - depth);
+        float* ap = packed_a.at_least(static_cast<size_t>(round_up(rows, t.mr) * kc));
+        pack_a(a, lda, trans_a, row, rows, depth, kc, t.mr, ap);
+        const bool accumulate = depth > 0 || beta != 0.0f;
+        for (int64_t j = 0; j < cols; j += t.nr) {
+          const float* b_panel = bp + (col + j) / t.nr * k * t.nr + depth * t.nr;
+          for (int64_t i = 0; i < rows; i += t.mr)
+            run_tile(tile, t, kc, ap + i * kc, b_panel, c + (row + i) * ldc + col + j, ldc, accumulate,
+                     std::min<int64_t>(t.mr, rows - i), std::min<int64_t>(t.nr, cols - j));
+        }
+      }
+    }
+  });
+}
+
+namespace {
+
+// GemmRoute::Generated's GEMM (runtime/kernels/kernel.h), installed when the library loads. A tile
+// that fails to compile leaves the route to OpenBLAS, with one warning.
+bool own_gemm(const float* a, const float* b, float* c, int64_t m, int64_t n, int64_t k, bool trans_a, bool trans_b,
+              float beta, int64_t lda, int64_t ldb, int64_t ldc) {
+  try {
+    generated_gemm(GemmTiling{}, a, b, c, m, n, k, trans_a, trans_b, beta, lda, ldb, ldc);
+    return true;
+  } catch (const CodegenError& e) {
+    static std::once_flag warned;
+    std::call_once(warned, [&] { config::warn(std::string("ember's own GEMM is unavailable; OpenBLAS runs it: ") + e.what()); });
+    return false;
+  }
+}
+
+const bool installed = [] {
+  if (jit_available()) kernels::set_own_gemm(own_gemm);
+  return true;
+}();
+
+}  // namespace
+
+}  // namespace ember::codegen::cpu

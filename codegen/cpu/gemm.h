@@ -1,0 +1,60 @@
+// ember's own float32 GEMM: a register tile generated through MLIR, and the blocking and packing
+// around it in C++.
+//
+// [Note: ember's own GEMM]
+// C = op(A) op(B) + beta C is computed by tiles of mr rows and nr columns (nr a multiple of 16,
+// one AVX-512 register of float32). The tile is an MLIR function (emit_gemm_tile): mr x nr/16
+// accumulators held in registers across the whole depth kc, each step of the depth loading nr/16
+// vectors of B and broadcasting mr scalars of A into fused multiply-adds; the depth loop is
+// unrolled by hand (the JIT's LLVM pipeline does not unroll). The tile reads packed panels, so it
+// never sees strides, transposes or edges:
+//   A's panel of mr rows:    a[p * mr + r]  = op(A)[row + r][depth + p]   (rows past m are 0)
+//   B's panel of nr columns: b[p * nr + j]  = op(B)[depth + p][col + j]   (columns past n are 0)
+// The driver (generated_gemm) packs all of op(B) once per call into panels of nr columns, each
+// panel's whole depth contiguous, then splits C into blocks of mc rows over the thread pool (and
+// of columns too where the row blocks are fewer than the threads). A block walks the depth in
+// slices of kc: it packs its rows of op(A) for the slice (mc x kc, kept in L2 while every panel of
+// B passes over it), so op(A) is packed once in all, and runs the tile on each mr x nr piece of
+// the block, adding to what the earlier slices left in C. A piece at C's edge goes through a small
+// buffer of a whole tile. So every size and layout runs the same code. The tile's inner loop is
+// what a hand-written AVX-512 kernel would be: 24 FMAs, 4 loads and 6 broadcasts per depth step.
+// When A was packed per block of 256 columns (four times for 1024^3), the 1024^3 GEMM ran at
+// 70 % of oneDNN's speed; packed once, level with it (benchmarks/results/autotune.md).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace ember::codegen::cpu {
+
+struct GemmTiling {
+  int mr = 6;       // rows of a tile
+  int nr = 64;      // columns of a tile: a multiple of 16
+  int unroll = 4;   // depth steps per iteration of the tile's loop
+  int64_t kc = 512;  // depth of a slice
+  int64_t mc = 48;   // rows of a block (rounded up to whole tiles)
+  int64_t nc = 0;    // columns of a block at most (rounded up to whole tiles; 0: as the threads need)
+
+  // The fields that decide the tile's code ("mr=6 nr=64 unroll=4"), a part of its cache key.
+  std::string code_str() const;
+  // Throws ember::Error(Value) on fields the tile cannot take.
+  void check() const;
+};
+
+// The tile as an MLIR module: a function `name` with the C signature of GemmTileFn.
+std::string emit_gemm_tile(const GemmTiling& tiling, const std::string& name);
+
+// C[r * ldc + j] = (accumulate ? C[r * ldc + j] : 0) + sum over p < depth of a[p * mr + r] * b[p * nr + j],
+// for the r < mr and j < nr of one tile; `b` 64-byte aligned.
+using GemmTileFn = void (*)(int64_t depth, const float* a, const float* b, float* c, int64_t ldc, int64_t accumulate);
+
+// The compiled tile (memory, then disk cache, else compiled now). Throws CodegenError.
+GemmTileFn gemm_tile(const GemmTiling& tiling);
+
+// C = op(A) op(B) + beta C on ember's thread pool, row-major with leading dimensions, op
+// transposing A when trans_a and B when trans_b (cblas_sgemm's arguments). Where beta is 0, C is
+// not read (it may hold anything, NaN included).
+void generated_gemm(const GemmTiling& tiling, const float* a, const float* b, float* c, int64_t m, int64_t n,
+                    int64_t k, bool trans_a, bool trans_b, float beta, int64_t lda, int64_t ldb, int64_t ldc);
+
+}  // namespace ember::codegen::cpu
