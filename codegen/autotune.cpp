@@ -36,6 +36,7 @@
 #include "codegen/autotune_measure.h"
 #include "codegen/cpu/cpu_kernel.h"
 #include "codegen/cpu/emit_kernel.h"
+#include "codegen/cpu/gemm_epilogue.h"
 #include "ir/error.h"
 #include "runtime/config.h"
 #include "runtime/kernels/kernel.h"
@@ -148,6 +149,8 @@ std::string step_signature(const Executable& exec, int step, std::span<const Arr
     s = "kernel\n" + k->spec().str() + "\nconfig " + k->config().str();
   } else if (const KernelStep* other = exec.step_kernel(step).get()) {
     s = "kernel " + other->name();
+    if (dynamic_cast<const cpu::GemmEpilogue*>(other))  // its routes, as a GEMM's below
+      s += std::string(kernels::mkl_available() ? " routes+mkl" : "") + (kernels::has_own_gemm() ? " routes+generated" : "");
   } else {
     const Node* n = exec.step_node(step);
     s = "op " + std::string(n->info().name) + " " + attrs_str(n->attrs);
@@ -299,15 +302,22 @@ std::pair<TuningRecord, Choice> search_step(StepRunner& runner, const Tunable& t
 
 }  // namespace
 
+// The routes of a float32 GEMM step: the libraries, and ember's own where this build has it.
+Knob float32_gemm_routes() {
+  std::vector<GemmRoute> routes{GemmRoute::OneDnn, GemmRoute::Blas};
+  if (kernels::has_own_gemm()) routes.push_back(GemmRoute::Generated);  // [Note: ember's own GEMM]
+  return gemm_routes(routes);
+}
+
 Space step_space(const Executable& exec, int step) {
   int threads = num_threads();
   Space space;
-  if (const KernelStep* k = exec.step_kernel(step).get()) {
+  if (dynamic_cast<const cpu::GemmEpilogue*>(exec.step_kernel(step).get())) {
+    space.push_back(float32_gemm_routes());  // ember's own runs the epilogue inside ([Note: GEMM epilogues])
+  } else if (const KernelStep* k = exec.step_kernel(step).get()) {
     space = k->knobs();
   } else if (is_float32_gemm(exec.step_node(step))) {
-    std::vector<GemmRoute> routes{GemmRoute::OneDnn, GemmRoute::Blas};
-    if (kernels::has_own_gemm()) routes.push_back(GemmRoute::Generated);  // [Note: ember's own GEMM]
-    space.push_back(gemm_routes(routes));
+    space.push_back(float32_gemm_routes());
   } else if (is_float32_conv(exec.step_node(step))) {
     // oneDNN's direct kernel, its brgemm one, or ember's own (im2col and GEMM, or depthwise).
     space.push_back({"conv", {0, static_cast<int64_t>(ConvAlgorithm::Brgemm),

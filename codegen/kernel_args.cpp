@@ -50,7 +50,7 @@ KernelLayout layout_of(const KernelSpec& spec) {
 }
 
 void kernel_args(const KernelLayout& layout, std::span<const Array> inputs, std::span<const Array> outputs,
-                 std::vector<int64_t>& meta_buffer, std::vector<void*>& buffers) {
+                 std::vector<int64_t>& meta_buffer, std::vector<void*>& buffers, bool keep_last_dim) {
   const KernelSpec& spec = *layout.spec;
   const int rank = spec.rank;
   const size_t operands = inputs.size() + outputs.size();
@@ -87,7 +87,7 @@ void kernel_args(const KernelLayout& layout, std::span<const Array> inputs, std:
     }
     buffers.push_back(outputs[o].data());
   }
-  collapse(meta, rank, operands, layout.columns ? 2 : layout.reduces ? 1 : 0);
+  collapse(meta, rank, operands, layout.columns ? 2 : layout.reduces || keep_last_dim ? 1 : 0);
 }
 
 }  // namespace ember::codegen

@@ -23,8 +23,10 @@ struct KernelLayout {
 
 KernelLayout layout_of(const KernelSpec& spec);
 
-// Fills `meta` (rank * (1 + operands) entries) and `buffers` for a launch on these arrays.
+// Fills `meta` (rank * (1 + operands) entries) and `buffers` for a launch on these arrays. With
+// `keep_last_dim`, the last dim is never merged into the rows (a caller that runs pieces of
+// rows: a GEMM's epilogue, codegen/cpu/gemm_epilogue.h).
 void kernel_args(const KernelLayout& layout, std::span<const Array> inputs, std::span<const Array> outputs,
-                 std::vector<int64_t>& meta, std::vector<void*>& buffers);
+                 std::vector<int64_t>& meta, std::vector<void*>& buffers, bool keep_last_dim = false);
 
 }  // namespace ember::codegen

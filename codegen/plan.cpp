@@ -1,10 +1,13 @@
 #include "codegen/plan.h"
 
+#include <algorithm>
+#include <unordered_map>
 #include <unordered_set>
 
 #include "codegen/cpu/cpu_kernel.h"
 #include "codegen/cpu/emit_kernel.h"
 #include "codegen/cpu/emit_ops.h"
+#include "codegen/cpu/gemm_epilogue.h"
 #include "codegen/cpu/jit.h"
 #include "ir/error.h"
 #include "passes/fuse.h"
@@ -35,17 +38,83 @@ std::vector<Value> group_outputs(const FusionGroup& group, const std::unordered_
   return outputs;
 }
 
+// A float32 matmul of [..., M, K] by [K, N]: the GEMMs a step of ember's can run.
+bool is_plain_gemm(const Node* n) {
+  if (n->op != Op::MatMul || n->num_outputs() != 1 || n->type().dtype != DType::Float32) return false;
+  const TensorType &a = n->inputs()[0].type(), &b = n->inputs()[1].type();
+  return a.dtype == DType::Float32 && b.dtype == DType::Float32 && a.shape.size() >= 2 && b.shape.size() == 2;
+}
+
+// A kernel's input that is a GEMM's product: which input, and the nodes between (the matmul,
+// and the reshapes its product went through).
+struct GemmProduct {
+  int input = -1;
+  std::vector<const Node*> nodes;
+};
+
+// The matmul whose product `v` is, through reshapes that keep the product's rows (its last dim),
+// each read by nothing else; with those nodes. Null when there is none.
+const Node* product_source(Value v, const std::unordered_set<const Node*>& returned, std::vector<const Node*>& nodes) {
+  const Dim columns = v.type().shape.empty() ? Dim(0) : v.type().shape.back();
+  const Node* n = v.node;
+  while (n->op == Op::Reshape && n->type().shape.back() == columns) {
+    if (returned.count(n) || n->uses().size() != 1) return nullptr;
+    nodes.push_back(n);
+    n = n->inputs()[0].node;
+  }
+  if (!is_plain_gemm(n) || returned.count(n) || n->type().shape.back() != columns) return nullptr;
+  nodes.push_back(n);
+  return n;
+}
+
+// Which of an elementwise kernel's inputs is the product of a matmul it can take as its GEMM
+// ([Note: GEMM epilogues]): a plain GEMM's, read at every point of the domain (never broadcast),
+// and by nothing outside the step (no other node, not a graph output).
+GemmProduct gemm_product(const FusedStep& step, const KernelSpec& spec, const std::unordered_set<const Node*>& returned) {
+  if (spec.reduces()) return {};
+  std::unordered_set<const Node*> members(step.nodes.begin(), step.nodes.end());
+  for (size_t i = 0; i < step.inputs.size(); ++i) {
+    const std::vector<bool>& broadcast = spec.inputs[i].broadcast;
+    if (std::count(broadcast.begin(), broadcast.end(), true) || step.inputs[i].type().shape.empty()) continue;
+    GemmProduct found{static_cast<int>(i), {}};
+    const Node* gemm = product_source(step.inputs[i], returned, found.nodes);
+    if (!gemm) continue;
+    members.insert(found.nodes.begin(), found.nodes.end());
+    bool alone = true;
+    for (const Node* n : found.nodes)
+      for (const Use& u : n->uses()) alone = alone && members.count(u.user);
+    if (alone) return found;
+    for (const Node* n : found.nodes) members.erase(n);
+  }
+  return {};
+}
+
+// The step with the GEMM of `product` taken in: its nodes (in graph order), A and B first among
+// its inputs, the kernel a GemmEpilogue.
+FusedStep with_gemm(FusedStep step, const GemmProduct& product, const Graph& graph) {
+  const Node* gemm = product.nodes.back();
+  std::unordered_map<const Node*, int> position;
+  for (const Node* n : graph.nodes()) position.emplace(n, static_cast<int>(position.size()));
+  step.nodes.insert(step.nodes.end(), product.nodes.begin(), product.nodes.end());
+  std::sort(step.nodes.begin(), step.nodes.end(), [&](const Node* x, const Node* y) { return position[x] < position[y]; });
+  step.inputs.erase(step.inputs.begin() + product.input);
+  step.inputs.insert(step.inputs.begin(), {gemm->inputs()[0], gemm->inputs()[1]});
+  auto kernel = std::dynamic_pointer_cast<const cpu::CpuKernel>(step.kernel);
+  step.kernel = std::make_shared<const cpu::GemmEpilogue>(std::move(kernel), product.input);
+  return step;
+}
+
 }  // namespace
 
 std::shared_ptr<Executable> build_cpu_executable(std::unique_ptr<Graph> graph, CodegenStats& stats,
-                                                 bool strict, bool static_buffers) {
+                                                 bool strict, bool static_buffers, bool gemm_epilogues) {
   if (config::dump_after("graph"))  // the graph code generation starts from
     config::dump("graph-" + std::to_string(structural_hash(*graph)) + ".ir", print(*graph));
   std::vector<FusedStep> steps;
   std::vector<KernelSpec> specs;
+  std::unordered_set<const Node*> returned;
+  for (const Value& v : graph->outputs()) returned.insert(v.node);
   if (config::get("EMBER_CODEGEN") != "0" && cpu::jit_available()) {
-    std::unordered_set<const Node*> returned;
-    for (const Value& v : graph->outputs()) returned.insert(v.node);
     for (FusionGroup& group : find_fusion_groups(*graph, cpu_can_compute)) {
       FusedStep step;
       step.outputs = group_outputs(group, returned);
@@ -80,7 +149,8 @@ std::shared_ptr<Executable> build_cpu_executable(std::unique_ptr<Graph> graph, C
     stats.compiled += builds[i].compiled;
     stats.from_disk += builds[i].from_disk;
     stats.compile_ms += builds[i].ms;
-    fused.push_back(std::move(steps[i]));
+    const GemmProduct product = gemm_epilogues ? gemm_product(steps[i], specs[i], returned) : GemmProduct{};
+    fused.push_back(product.input >= 0 ? with_gemm(std::move(steps[i]), product, *graph) : std::move(steps[i]));
   }
   stats.kernels = static_cast<int>(fused.size());
   return std::make_shared<Executable>(std::move(graph), std::move(fused), static_buffers);

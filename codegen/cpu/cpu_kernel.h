@@ -30,6 +30,12 @@ class CpuKernel : public KernelStep {
   std::vector<Knob> knobs() const override;
   std::shared_ptr<const KernelStep> with(const std::string& choice) const override;
   const KernelSpec& spec() const { return spec_; }
+  // The launch arguments of `inputs` and `outputs` for fn(), for a caller that runs pieces of the
+  // domain's rows itself (a GEMM's epilogue, codegen/cpu/gemm_epilogue.h): the last dim is kept.
+  void bind(std::span<const Array> inputs, std::span<const Array> outputs, std::vector<int64_t>& meta,
+            std::vector<void*>& buffers) const {
+    kernel_args(layout_, inputs, outputs, meta, buffers, /*keep_last_dim=*/true);
+  }
   const KernelConfig& config() const { return config_; }
   KernelFn fn() const { return fn_; }
 

@@ -248,7 +248,8 @@ GemmTileFn gemm_tile(const GemmTiling& tiling) {
 }
 
 void generated_gemm(const GemmTiling& t, const float* a, const float* b, float* c, int64_t m, int64_t n, int64_t k,
-                    bool trans_a, bool trans_b, float beta, int64_t lda, int64_t ldb, int64_t ldc) {
+                    bool trans_a, bool trans_b, float beta, int64_t lda, int64_t ldb, int64_t ldc,
+                    const GemmPieceDone& done) {
   if (m == 0 || n == 0) return;
   GemmTileFn tile = gemm_tile(t);  // first: a tile that fails to compile leaves C as it was
   if (beta != 0.0f && beta != 1.0f)
@@ -257,6 +258,7 @@ void generated_gemm(const GemmTiling& t, const float* a, const float* b, float* 
   if (k == 0) {  // an empty sum
     if (beta == 0.0f)
       for (int64_t i = 0; i < m; ++i) std::fill(c + i * ldc, c + i * ldc + n, 0.0f);
+    if (done) done(0, m, 0, n);
     return;
   }
   const int64_t panels = (n + t.nr - 1) / t.nr;
@@ -266,10 +268,15 @@ void generated_gemm(const GemmTiling& t, const float* a, const float* b, float* 
   pack_b(b, ldb, trans_b, k, n, t.nr, bp);
   // Blocks of whole tiles: rows by mc; columns all in one block (A's rows are then packed once)
   // unless the row blocks are too few for the threads, or nc asks for narrower ones.
-  const int64_t mc = round_up(std::min(t.mc, m), t.mr);
-  const int64_t row_blocks = (m + mc - 1) / mc;
+  // As many row blocks as mc gives, rounded up to a multiple of the threads and then evened out,
+  // so that no thread waits on another's extra block (200 rows on 2 threads: 6 of 36, not 5 of 48).
+  const int64_t threads = num_threads();
+  int64_t row_blocks = (m + t.mc - 1) / t.mc;
+  if (row_blocks > 1 && threads > 1) row_blocks = round_up(row_blocks, threads);
+  const int64_t mc = round_up((m + row_blocks - 1) / row_blocks, t.mr);
+  row_blocks = (m + mc - 1) / mc;
   int64_t nc = round_up(n, t.nr);
-  if (row_blocks < num_threads()) nc = round_up((n + num_threads() / row_blocks - 1) / (num_threads() / row_blocks), t.nr);
+  if (row_blocks < threads) nc = round_up((n + threads / row_blocks - 1) / (threads / row_blocks), t.nr);
   if (t.nc > 0) nc = std::min(nc, round_up(t.nc, t.nr));
   const int64_t col_blocks = (n + nc - 1) / nc;
   const int64_t block_flops = 2 * mc * nc * k;
@@ -288,6 +295,7 @@ void generated_gemm(const GemmTiling& t, const float* a, const float* b, float* 
           for (int64_t i = 0; i < rows; i += t.mr)
             run_tile(tile, t, kc, ap + i * kc, b_panel, c + (row + i) * ldc + col + j, ldc, accumulate,
                      std::min<int64_t>(t.mr, rows - i), std::min<int64_t>(t.nr, cols - j));
+          if (done && depth + kc == k) done(row, rows, col + j, std::min<int64_t>(t.nr, cols - j));
         }
       }
     }

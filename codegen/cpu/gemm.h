@@ -23,6 +23,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 
 namespace ember::codegen::cpu {
@@ -51,10 +52,16 @@ using GemmTileFn = void (*)(int64_t depth, const float* a, const float* b, float
 // The compiled tile (memory, then disk cache, else compiled now). Throws CodegenError.
 GemmTileFn gemm_tile(const GemmTiling& tiling);
 
+// Called with each piece of C (rows [row, row + rows), columns [col, col + cols)) as soon as it is
+// final, on the thread that computed it, while it is still in that core's cache: a GEMM's
+// epilogue ([Note: GEMM epilogues] in codegen/cpu/gemm_epilogue.h). Pieces never overlap.
+using GemmPieceDone = std::function<void(int64_t row, int64_t rows, int64_t col, int64_t cols)>;
+
 // C = op(A) op(B) + beta C on ember's thread pool, row-major with leading dimensions, op
 // transposing A when trans_a and B when trans_b (cblas_sgemm's arguments). Where beta is 0, C is
-// not read (it may hold anything, NaN included).
+// not read (it may hold anything, NaN included). `done`, when given, sees every piece of C once.
 void generated_gemm(const GemmTiling& tiling, const float* a, const float* b, float* c, int64_t m, int64_t n,
-                    int64_t k, bool trans_a, bool trans_b, float beta, int64_t lda, int64_t ldb, int64_t ldc);
+                    int64_t k, bool trans_a, bool trans_b, float beta, int64_t lda, int64_t ldb, int64_t ldc,
+                    const GemmPieceDone& done = {});
 
 }  // namespace ember::codegen::cpu

@@ -155,3 +155,27 @@ def test_the_budget_is_the_graphs_over_all_its_buckets(tmp_path, monkeypatch):
             torch.testing.assert_close(compiled(x), model(x), rtol=1e-4, atol=1e-5)
     graph = report_of(compiled).as_dict()["graphs"][0]["ember"]
     assert graph["autotune_s"] < 0.3 * 2, graph["mode_summary"]  # one tuning may overrun its share a little
+
+
+def test_a_linear_layers_epilogue_is_part_of_its_gemm_step(tmp_path, monkeypatch):
+    """[Note: GEMM epilogues]: under max-autotune a Linear's bias and GELU join its GEMM in one
+    step, whose route (ember's own GEMM runs the epilogue inside) is tuned; the values are eager's
+    whichever route wins, and the other modes keep two steps."""
+    monkeypatch.setenv("EMBER_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("EMBER_LOG", "autotune")
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(48, 200), torch.nn.GELU()).eval()
+    x = torch.randn(3, 37, 48)
+    for mode in ("max-autotune", "default"):
+        torch._dynamo.reset()
+        compiled = ember.compile(model, mode=mode, options={"autotune_budget_s": 2.0} if mode == "max-autotune" else None)
+        with torch.no_grad():
+            for _ in range(2):
+                torch.testing.assert_close(compiled(x), model(x), rtol=1e-4, atol=1e-5)
+        graph = report_of(compiled).as_dict()["graphs"][0]["ember"]
+        if mode == "max-autotune":
+            names = [t["name"] for t in graph["tuning"]]
+            assert any(name.startswith("gemm+") for name in names), names
+            assert "matmul" not in graph["interpreter_ops"], graph["interpreter_ops"]
+        else:
+            assert "matmul" in graph["interpreter_ops"], graph["interpreter_ops"]

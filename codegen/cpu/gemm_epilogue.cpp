@@ -1,0 +1,84 @@
+#include "codegen/cpu/gemm_epilogue.h"
+
+#include "codegen/cpu/gemm.h"
+#include "codegen/cpu/jit.h"
+#include "ir/error.h"
+#include "runtime/kernels/kernel.h"
+#include "runtime/step_settings.h"
+
+namespace ember::codegen::cpu {
+
+namespace {
+
+// A float32 matrix as the GEMMs read it: rows of `cols` elements `ld` apart, or, transposed,
+// columns of `rows` elements `ld` apart.
+struct Matrix {
+  const float* data;
+  int64_t ld;
+  bool trans;
+  Array keep;  // a contiguous copy, where the layout needed one
+};
+
+// x (its dims but the last flattened into rows) where it lies, when its layout is one of those;
+// with `natural`, only with the leading dimension the library route assumes (cols, or rows when
+// transposed). Otherwise a contiguous copy.
+Matrix as_matrix(const Array& x, int64_t rows, int64_t cols, bool natural) {
+  if (x.is_contiguous()) return {x.data_as<float>(), cols, false, {}};
+  const auto& shape = x.shape();
+  const auto& strides = x.strides();
+  const int64_t r = x.rank();
+  if (r == 2 && strides[0] == 1 && strides[1] >= std::max<int64_t>(rows, 1) && (!natural || strides[1] == rows))
+    return {x.data_as<float>(), strides[1], true, {}};
+  bool rows_apart = strides[r - 1] == 1 && strides[r - 2] >= cols && (!natural || strides[r - 2] == cols);
+  for (int64_t d = 0; d + 2 < r; ++d) rows_apart = rows_apart && (shape[d] == 1 || strides[d] == strides[d + 1] * shape[d + 1]);
+  if (rows_apart) return {x.data_as<float>(), strides[r - 2], false, {}};
+  Array copy = kernels::to_contiguous(x, DType::Float32);
+  return {copy.data_as<float>(), cols, false, copy};
+}
+
+}  // namespace
+
+GemmEpilogue::GemmEpilogue(std::shared_ptr<const CpuKernel> epilogue, int product)
+    : epilogue_(std::move(epilogue)), product_(product) {}
+
+void GemmEpilogue::run(std::span<const Array> inputs, std::span<const Array> outputs) const {
+  const Array& a = inputs[0];
+  const Array& b = inputs[1];
+  const int64_t k = b.shape()[0], n = b.shape()[1];
+  int64_t m = 1;
+  for (int64_t d = 0; d + 1 < a.rank(); ++d) m *= a.shape()[d];
+  // C as the kernel reads it: its domain's shape (its outputs'), the same rows of n columns.
+  const std::vector<int64_t>& domain = outputs[0].shape();
+  EMBER_CHECK(!domain.empty() && domain.back() == n && outputs[0].numel() == m * n,
+              "a GEMM's epilogue kernel does not cover its product");
+  Array c = Array::empty(DType::Float32, domain);
+  std::vector<Array> args(inputs.begin() + 2, inputs.end());
+  args.insert(args.begin() + product_, c);
+  if (current_gemm_route() == GemmRoute::Generated && kernels::has_own_gemm()) {
+    try {
+      return run_inside(a, b, c, m, n, k, args, outputs);
+    } catch (const CodegenError&) {  // the tile did not compile (and wrote nothing): the library runs it
+    }
+  }
+  const Matrix A = as_matrix(a, m, k, true), B = as_matrix(b, k, n, true);
+  kernels::gemm(A.data, B.data, c.data_as<float>(), m, n, k, B.trans, 0.0f, A.trans);
+  epilogue_->run(args, outputs);
+}
+
+void GemmEpilogue::run_inside(const Array& a, const Array& b, const Array& c, int64_t m, int64_t n, int64_t k,
+                              std::span<const Array> args, std::span<const Array> outputs) const {
+  const Matrix A = as_matrix(a, m, k, false), B = as_matrix(b, k, n, false);
+  // The caller's arguments, read (never written) by the threads that run the pieces.
+  thread_local std::vector<int64_t> meta;
+  thread_local std::vector<void*> buffers;
+  epilogue_->bind(args, outputs, meta, buffers);
+  KernelFn fn = epilogue_->fn();
+  void* const* b_args = buffers.data();
+  const int64_t* m_args = meta.data();
+  generated_gemm(GemmTiling{}, A.data, B.data, c.data_as<float>(), m, n, k, A.trans, B.trans, 0.0f, A.ld, B.ld, n,
+                 [&](int64_t row, int64_t rows, int64_t col, int64_t cols) {
+                   fn(row, row + rows, col, col + cols, b_args, m_args);
+                 });
+}
+
+}  // namespace ember::codegen::cpu

@@ -1,0 +1,157 @@
+// [Note: GEMM epilogues] (codegen/cpu/gemm_epilogue.h): which matmuls a plan takes into the kernel
+// that reads their product, and that the step computes what the interpreter does, by the library
+// route and by ember's own GEMM with the kernel inside it, on one thread and on several.
+#include <cmath>
+#include <random>
+
+#include "codegen/cpu/gemm_epilogue.h"
+#include "codegen/cpu/jit.h"
+#include "codegen/plan.h"
+#include "runtime/interpreter.h"
+#include "runtime/thread_pool.h"
+#include "tests/catch.h"
+
+using namespace ember;
+
+namespace {
+
+std::vector<Array> random_inputs(const Graph& g) {
+  std::mt19937 rng(3);
+  std::normal_distribution<float> normal;
+  std::vector<Array> inputs;
+  for (Node* in : g.inputs()) {
+    std::vector<int64_t> shape;
+    for (const Dim& d : in->type().shape) shape.push_back(d.value());
+    Array a = Array::empty(DType::Float32, shape);
+    for (int64_t i = 0; i < a.numel(); ++i) a.data_as<float>()[i] = normal(rng);
+    inputs.push_back(a);
+  }
+  return inputs;
+}
+
+// The plan of `ir` with GEMM epilogues, and how many of its steps are GemmEpilogue steps.
+std::shared_ptr<Executable> plan(const std::string& ir, int& epilogues, bool gemm_epilogues = true) {
+  codegen::CodegenStats stats;
+  auto exec = codegen::build_cpu_executable(parse_graph(ir), stats, /*strict=*/true, false, gemm_epilogues);
+  epilogues = 0;
+  for (int i = 0; i < exec->steps(); ++i)
+    epilogues += dynamic_cast<const codegen::cpu::GemmEpilogue*>(exec->step_kernel(i).get()) != nullptr;
+  return exec;
+}
+
+// Runs the plan with each of its epilogue steps on `settings`, against the interpreter.
+void check_values(const std::string& ir, std::shared_ptr<Executable> exec, const StepSettings& settings) {
+  for (int i = 0; i < exec->steps(); ++i)
+    if (dynamic_cast<const codegen::cpu::GemmEpilogue*>(exec->step_kernel(i).get())) exec->set_step(i, nullptr, settings);
+  auto g = parse_graph(ir);
+  std::vector<Array> inputs = random_inputs(*g);
+  std::vector<Array> want = run_graph(*g, inputs, {}), got = exec->run(inputs, {});
+  REQUIRE(want.size() == got.size());
+  for (size_t o = 0; o < want.size(); ++o) {
+    REQUIRE(want[o].shape() == got[o].shape());
+    for (int64_t i = 0; i < want[o].numel(); ++i) {
+      const double w = want[o].get(i), x = got[o].get(i);
+      INFO(settings.str() << " output " << o << " element " << i);
+      REQUIRE(std::abs(w - x) <= 1e-4 * (1 + std::abs(w)));
+    }
+  }
+}
+
+// A linear layer's decomposition as PyTorch hands it over: the input's rows flattened, the weight
+// transposed, reshapes around the product, the bias added, then GELU.
+const char* kLinearGelu = R"(graph(%0: f32[70, 48], %1: f32[70], %2: f32[3, 37, 48]) {
+  %3 = reshape(%2) {shape=[111, 48]} : f32[111, 48]
+  %4 = permute(%0) {dims=[1, 0]} : f32[48, 70]
+  %5 = matmul(%3, %4) : f32[111, 70]
+  %6 = reshape(%5) {shape=[3, 37, 70]} : f32[3, 37, 70]
+  %7 = add(%1, %6) : f32[3, 37, 70]
+  %8 = gelu(%7) {approximate="none"} : f32[3, 37, 70]
+  return %8
+})";
+
+}  // namespace
+
+TEST_CASE("gemm epilogues: a linear layer's bias and GELU are its GEMM's epilogue, by either route", "[gemm][epilogue]") {
+  if (!codegen::cpu::jit_available()) return;  // a build without the CPU code generator
+  int epilogues = 0;
+  auto exec = plan(kLinearGelu, epilogues);
+  REQUIRE(epilogues == 1);
+  REQUIRE(exec->steps() - exec->kernel_steps() == 2);  // two views: the input flattened, the weight transposed
+  for (const std::string& op : exec->interpreter_ops()) REQUIRE(op != "matmul");
+  for (int threads : {1, 3}) {
+    ThreadCountForCall count(threads);
+    for (GemmRoute route : {GemmRoute::Auto, GemmRoute::Blas, GemmRoute::Generated})
+      check_values(kLinearGelu, plan(kLinearGelu, epilogues), StepSettings{.gemm = route});
+  }
+  plan(kLinearGelu, epilogues, /*gemm_epilogues=*/false);
+  REQUIRE(epilogues == 0);  // only where the mode asks
+}
+
+TEST_CASE("gemm epilogues: a product that something else reads, or that is broadcast, stays its own step", "[gemm][epilogue]") {
+  if (!codegen::cpu::jit_available()) return;
+  const char* cases[] = {
+      // returned as well
+      R"(graph(%0: f32[20, 8], %1: f32[8, 30]) {
+  %2 = matmul(%0, %1) : f32[20, 30]
+  %3 = tanh(%2) : f32[20, 30]
+  return %3, %2
+})",
+      // read by two kernels (a row sum and an elementwise kernel)
+      R"(graph(%0: f32[20, 8], %1: f32[8, 30]) {
+  %2 = matmul(%0, %1) : f32[20, 30]
+  %3 = tanh(%2) : f32[20, 30]
+  %4 = sum(%2) {axes=[1], keepdim=true} : f32[20, 1]
+  %5 = mul(%3, %4) : f32[20, 30]
+  return %5
+})",
+      // broadcast over the kernel's domain
+      R"(graph(%0: f32[1, 8], %1: f32[8, 30], %2: f32[20, 30]) {
+  %3 = matmul(%0, %1) : f32[1, 30]
+  %4 = add(%3, %2) : f32[20, 30]
+  return %4
+})",
+      // a reshape that changes the rows
+      R"(graph(%0: f32[20, 8], %1: f32[8, 30]) {
+  %2 = matmul(%0, %1) : f32[20, 30]
+  %3 = reshape(%2) {shape=[20, 3, 10]} : f32[20, 3, 10]
+  %4 = exp(%3) : f32[20, 3, 10]
+  return %4
+})"};
+  for (const char* ir : cases) {
+    INFO(ir);
+    int epilogues = -1;
+    auto exec = plan(ir, epilogues);
+    REQUIRE(epilogues == 0);
+    check_values(ir, exec, StepSettings{});
+  }
+}
+
+TEST_CASE("gemm epilogues: several outputs, a residual input, A transposed, empty depth", "[gemm][epilogue]") {
+  if (!codegen::cpu::jit_available()) return;
+  const char* cases[] = {
+      R"(graph(%0: f32[33, 17], %1: f32[17, 65], %2: f32[33, 65]) {
+  %3 = matmul(%0, %1) : f32[33, 65]
+  %4 = add(%3, %2) : f32[33, 65]
+  %5 = relu(%4) : f32[33, 65]
+  return %5, %4
+})",
+      R"(graph(%0: f32[40, 9], %1: f32[40, 130]) {
+  %2 = permute(%0) {dims=[1, 0]} : f32[9, 40]
+  %3 = matmul(%2, %1) : f32[9, 130]
+  %4 = mul(%3, %3) : f32[9, 130]
+  return %4
+})",
+      R"(graph(%0: f32[7, 0], %1: f32[0, 20], %2: f32[20]) {
+  %3 = matmul(%0, %1) : f32[7, 20]
+  %4 = add(%3, %2) : f32[7, 20]
+  return %4
+})"};
+  for (const char* ir : cases)
+    for (GemmRoute route : {GemmRoute::Auto, GemmRoute::Generated}) {
+      INFO(ir);
+      int epilogues = 0;
+      auto exec = plan(ir, epilogues);
+      REQUIRE(epilogues == 1);
+      check_values(ir, exec, StepSettings{.gemm = route});
+    }
+}
