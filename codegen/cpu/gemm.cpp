@@ -1,5 +1,11 @@
 #include "codegen/cpu/gemm.h"
 
+// GCC 12's intrinsics start some results from a deliberately uninitialised value (`__Y = __Y`),
+// and inlined here they warn of it.
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
+
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
@@ -24,9 +30,9 @@ std::string GemmTiling::code_str() const {
 void GemmTiling::check() const {
   const int vectors = nr / 16;
   if (mr < 1 || nr < 16 || nr % 16 || mr * vectors < 2 || mr * vectors > 32 || unroll < 1 || unroll > 16 || kc < 1 ||
-      mc < 1 || nc < 0)
+      mc < 1 || nc < 1)
     EMBER_THROW(Value, "a GEMM tiling needs 1 <= mr, nr a multiple of 16, 2 to 32 accumulators (mr * nr / 16), ",
-                "1 <= unroll <= 16, positive kc and mc and nc >= 0; got ", code_str(), " kc=", kc, " mc=", mc, " nc=", nc);
+                "1 <= unroll <= 16, positive blocks; got ", code_str(), " kc=", kc, " mc=", mc, " nc=", nc);
 }
 
 namespace {
@@ -178,24 +184,64 @@ inline float element(const float* x, int64_t ld, bool trans, int64_t i, int64_t 
   return trans ? x[p * ld + i] : x[i * ld + p];
 }
 
-// B's panels of nr columns, each over the whole depth k ([Note: ember's own GEMM]).
-void pack_b(const float* b, int64_t ldb, bool trans_b, int64_t k, int64_t n, int nr, float* packed) {
-  const int64_t panels = (n + nr - 1) / nr;
-  parallel_for(panels, std::max<int64_t>(1, (int64_t{1} << 16) / std::max<int64_t>(k * nr, 1)), [&](int64_t lo, int64_t hi) {
+// dst[i * ld_dst + j] = src[j * ld_src + i] for i, j < 16, in 64 shuffles (AVX-512).
+__attribute__((target("avx512f"))) void transpose16(const float* src, int64_t ld_src, float* dst, int64_t ld_dst) {
+  __m512 r[16], t[16];
+  for (int i = 0; i < 16; ++i) r[i] = _mm512_loadu_ps(src + i * ld_src);
+  for (int i = 0; i < 8; ++i) {  // pairs of rows interleaved by element
+    t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+  }
+  for (int i = 0; i < 4; ++i) {  // then by pairs of elements
+    r[4 * i + 0] = _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(t[4 * i + 0]), _mm512_castps_pd(t[4 * i + 2])));
+    r[4 * i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(t[4 * i + 0]), _mm512_castps_pd(t[4 * i + 2])));
+    r[4 * i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(t[4 * i + 1]), _mm512_castps_pd(t[4 * i + 3])));
+    r[4 * i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(t[4 * i + 1]), _mm512_castps_pd(t[4 * i + 3])));
+  }
+  for (int i = 0; i < 2; ++i)  // then by 128-bit lanes, four rows apart
+    for (int j = 0; j < 4; ++j) {
+      t[8 * i + j] = _mm512_shuffle_f32x4(r[8 * i + j], r[8 * i + j + 4], 0x88);
+      t[8 * i + j + 4] = _mm512_shuffle_f32x4(r[8 * i + j], r[8 * i + j + 4], 0xdd);
+    }
+  for (int j = 0; j < 8; ++j) {  // and eight rows apart
+    r[j] = _mm512_shuffle_f32x4(t[j], t[j + 8], 0x88);
+    r[j + 8] = _mm512_shuffle_f32x4(t[j], t[j + 8], 0xdd);
+  }
+  for (int i = 0; i < 16; ++i) _mm512_storeu_ps(dst + i * ld_dst, r[i]);
+}
+
+// B's columns [col, col + width) over the depth [depth, depth + kc), in panels of nr columns
+// ([Note: ember's own GEMM]): panel q at packed + q * kc * nr.
+void pack_b(const float* b, int64_t ldb, bool trans_b, int64_t depth, int64_t kc, int64_t col, int64_t width, int nr,
+            float* packed) {
+  const int64_t panels = (width + nr - 1) / nr;
+  parallel_for(panels, std::max<int64_t>(1, (int64_t{1} << 15) / std::max<int64_t>(kc * nr, 1)), [&](int64_t lo, int64_t hi) {
     for (int64_t q = lo; q < hi; ++q) {
-      float* out = packed + q * k * nr;
-      const int64_t col = q * nr, cols = std::min<int64_t>(nr, n - col);
+      float* out = packed + q * kc * nr;
+      const int64_t first = col + q * nr, cols = std::min<int64_t>(nr, col + width - first);
       if (!trans_b) {
-        for (int64_t p = 0; p < k; ++p) {
-          std::memcpy(out + p * nr, b + p * ldb + col, cols * sizeof(float));
+        for (int64_t p = 0; p < kc; ++p) {
+          std::memcpy(out + p * nr, b + (depth + p) * ldb + first, cols * sizeof(float));
           std::fill(out + p * nr + cols, out + (p + 1) * nr, 0.0f);
         }
         continue;
       }
-      if (cols < nr) std::fill(out, out + k * nr, 0.0f);
-      for (int64_t j = 0; j < cols; ++j) {  // a row of the stored B^T is column j: read along it
-        const float* src = b + (col + j) * ldb;
-        for (int64_t p = 0; p < k; ++p) out[p * nr + j] = src[p];
+      if (cols < nr) std::fill(out, out + kc * nr, 0.0f);
+      // B is stored transposed: column j of op(B) is a row of it. Squares of 16 columns by 16
+      // depth steps, transposed in registers: element by element, the packing took 4-5 ms of a
+      // 28 ms GEMM (256 x 4096 x 1024, a linear layer's weight, one thread).
+      static const bool avx512 = __builtin_cpu_supports("avx512f");
+      for (int64_t j0 = 0; j0 < cols; j0 += 16) {  // along 16 rows of the stored B at a time
+        for (int64_t p0 = 0; p0 < kc; p0 += 16) {
+          const int64_t steps = std::min<int64_t>(16, kc - p0);
+          const float* src = b + (first + j0) * ldb + depth + p0;
+          if (avx512 && steps == 16 && j0 + 16 <= cols) {
+            transpose16(src, ldb, out + p0 * nr + j0, nr);
+            continue;
+          }
+          for (int64_t j = 0; j < std::min<int64_t>(16, cols - j0); ++j)
+            for (int64_t p = 0; p < steps; ++p) out[(p0 + p) * nr + j0 + j] = src[j * ldb + p];
+        }
       }
     }
   });
@@ -261,45 +307,43 @@ void generated_gemm(const GemmTiling& t, const float* a, const float* b, float* 
     if (done) done(0, m, 0, n);
     return;
   }
-  const int64_t panels = (n + t.nr - 1) / t.nr;
-  // B's packed panels for this call (all threads read them), in memory the caller's thread keeps.
-  thread_local Panels packed_b;
-  float* bp = packed_b.at_least(static_cast<size_t>(panels * k * t.nr));
-  pack_b(b, ldb, trans_b, k, n, t.nr, bp);
-  // Blocks of whole tiles: rows by mc; columns all in one block (A's rows are then packed once)
-  // unless the row blocks are too few for the threads, or nc asks for narrower ones.
-  // As many row blocks as mc gives, rounded up to a multiple of the threads and then evened out,
-  // so that no thread waits on another's extra block (200 rows on 2 threads: 6 of 36, not 5 of 48).
+  // Row blocks: as many as mc gives, rounded up to a multiple of the threads and then evened
+  // out, so that no thread waits on another's extra block (200 rows on 2 threads: 6 of 36, not 5
+  // of 48). Where they are fewer than the threads, each column block is split into groups too.
   const int64_t threads = num_threads();
   int64_t row_blocks = (m + t.mc - 1) / t.mc;
   if (row_blocks > 1 && threads > 1) row_blocks = round_up(row_blocks, threads);
   const int64_t mc = round_up((m + row_blocks - 1) / row_blocks, t.mr);
   row_blocks = (m + mc - 1) / mc;
-  int64_t nc = round_up(n, t.nr);
-  if (row_blocks < threads) nc = round_up((n + threads / row_blocks - 1) / (threads / row_blocks), t.nr);
-  if (t.nc > 0) nc = std::min(nc, round_up(t.nc, t.nr));
-  const int64_t col_blocks = (n + nc - 1) / nc;
-  const int64_t block_flops = 2 * mc * nc * k;
-  parallel_for(row_blocks * col_blocks, std::max<int64_t>(1, (int64_t{1} << 21) / block_flops), [&](int64_t lo, int64_t hi) {
-    thread_local Panels packed_a;
-    for (int64_t block = lo; block < hi; ++block) {
-      const int64_t row = block / col_blocks * mc, col = block % col_blocks * nc;
-      const int64_t rows = std::min(mc, m - row), cols = std::min(nc, n - col);
-      for (int64_t depth = 0; depth < k; depth += t.kc) {
-        const int64_t kc = std::min(t.kc, k - depth);
-        float* ap = packed_a.at_least(static_cast<size_t>(round_up(rows, t.mr) * kc));
-        pack_a(a, lda, trans_a, row, rows, depth, kc, t.mr, ap);
-        const bool accumulate = depth > 0 || beta != 0.0f;
-        for (int64_t j = 0; j < cols; j += t.nr) {
-          const float* b_panel = bp + (col + j) / t.nr * k * t.nr + depth * t.nr;
-          for (int64_t i = 0; i < rows; i += t.mr)
-            run_tile(tile, t, kc, ap + i * kc, b_panel, c + (row + i) * ldc + col + j, ldc, accumulate,
-                     std::min<int64_t>(t.mr, rows - i), std::min<int64_t>(t.nr, cols - j));
-          if (done && depth + kc == k) done(row, rows, col + j, std::min<int64_t>(t.nr, cols - j));
+  const int64_t nc = round_up(t.nc, t.nr);
+  thread_local Panels packed_b;  // the caller's: every thread reads it
+  for (int64_t col0 = 0; col0 < n; col0 += nc) {
+    const int64_t width = std::min(nc, n - col0);
+    const int64_t splits = std::max<int64_t>(1, threads / row_blocks);
+    const int64_t group = round_up((width + splits - 1) / splits, t.nr), groups = (width + group - 1) / group;
+    for (int64_t depth = 0; depth < k; depth += t.kc) {
+      const int64_t kc = std::min(t.kc, k - depth);
+      float* bp = packed_b.at_least(static_cast<size_t>(round_up(width, t.nr) * kc));
+      pack_b(b, ldb, trans_b, depth, kc, col0, width, t.nr, bp);
+      const bool accumulate = depth > 0 || beta != 0.0f, last = depth + kc == k;
+      parallel_for(row_blocks * groups, 1, [&](int64_t lo, int64_t hi) {
+        thread_local Panels packed_a;
+        for (int64_t task = lo; task < hi; ++task) {
+          const int64_t row = task / groups * mc, rows = std::min(mc, m - row);
+          const int64_t first = task % groups * group, cols = std::min(group, width - first);
+          float* ap = packed_a.at_least(static_cast<size_t>(round_up(rows, t.mr) * kc));
+          pack_a(a, lda, trans_a, row, rows, depth, kc, t.mr, ap);
+          for (int64_t j = first; j < first + cols; j += t.nr) {
+            const int64_t live = std::min<int64_t>(t.nr, first + cols - j);
+            for (int64_t i = 0; i < rows; i += t.mr)
+              run_tile(tile, t, kc, ap + i * kc, bp + j * kc, c + (row + i) * ldc + col0 + j, ldc, accumulate,
+                       std::min<int64_t>(t.mr, rows - i), live);
+            if (done && last) done(row, rows, col0 + j, live);
+          }
         }
-      }
+      });
     }
-  });
+  }
 }
 
 namespace {

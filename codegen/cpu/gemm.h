@@ -34,7 +34,7 @@ struct GemmTiling {
   int unroll = 4;   // depth steps per iteration of the tile's loop
   int64_t kc = 512;  // depth of a slice
   int64_t mc = 48;   // rows of a block (rounded up to whole tiles)
-  int64_t nc = 0;    // columns of a block at most (rounded up to whole tiles; 0: as the threads need)
+  int64_t nc = 1024;  // columns of a block (rounded up to whole tiles): B's packed block is kc x nc
 
   // The fields that decide the tile's code ("mr=6 nr=64 unroll=4"), a part of its cache key.
   std::string code_str() const;
