@@ -45,7 +45,7 @@ class TileWriter {
   TileWriter(const GemmTiling& t, const std::string& name) : t_(t), name_(name), vectors_(t.nr / kLanes) {}
 
   std::string write() {
-    m_.open("func.func @" + name_ + "(%depth: i64, %a: !llvm.ptr, %b: !llvm.ptr, %c: !llvm.ptr, %ldc: i64, " +
+    m_.open("func.func @" + name_ + "(%depth: i64, %a: !llvm.ptr, %b: !llvm.ptr, %ldb: i64, %c: !llvm.ptr, %ldc: i64, " +
             "%accumulate: i64) {");
     zero_ = m_.int_constant(0, i64());
     std::vector<Val> acc = initial();
@@ -140,10 +140,10 @@ class TileWriter {
   // One depth step p: acc[r][v] += a[p * mr + r] * b[p * nr + 16 v .. +16].
   std::vector<Val> step(std::vector<Val> acc, const Val& p) {
     Val a_row = gep("%a", m_.binary("arith.muli", p, m_.int_constant(t_.mr, i64())).name);
-    Val b_row = gep("%b", m_.binary("arith.muli", p, m_.int_constant(t_.nr, i64())).name);
+    Val b_row = gep("%b", m_.binary("arith.muli", p, Val{"%ldb", i64()}).name);
     std::vector<Val> b;
     for (int v = 0; v < vectors_; ++v)
-      b.push_back(m_.let("llvm.load " + gep(b_row.name, int64_t{v} * kLanes).name + " {alignment = 64 : i64} : !llvm.ptr -> " +
+      b.push_back(m_.let("llvm.load " + gep(b_row.name, int64_t{v} * kLanes).name + " {alignment = 4 : i64} : !llvm.ptr -> " +
                          vec().str(), vec()));
     for (int r = 0; r < t_.mr; ++r) {
       Val scalar = m_.let("llvm.load " + gep(a_row.name, r).name + " : !llvm.ptr -> f32", {"f32", 0});
@@ -261,13 +261,13 @@ void pack_a(const float* a, int64_t lda, bool trans_a, int64_t row, int64_t rows
 }
 
 // One tile of C at `c`: whole, or `rows` x `cols` of it at C's edge through a buffer.
-void run_tile(GemmTileFn tile, const GemmTiling& t, int64_t depth, const float* a, const float* b, float* c,
-              int64_t ldc, bool accumulate, int64_t rows, int64_t cols) {
-  if (rows == t.mr && cols == t.nr) return tile(depth, a, b, c, ldc, accumulate);
+void run_tile(GemmTileFn tile, const GemmTiling& t, int64_t depth, const float* a, const float* b, int64_t ldb,
+              float* c, int64_t ldc, bool accumulate, int64_t rows, int64_t cols) {
+  if (rows == t.mr && cols == t.nr) return tile(depth, a, b, ldb, c, ldc, accumulate);
   alignas(64) float edge[32 * 16];  // at most 32 accumulators of 16 lanes (GemmTiling::check)
   if (accumulate)
     for (int64_t r = 0; r < rows; ++r) std::memcpy(edge + r * t.nr, c + r * ldc, cols * sizeof(float));
-  tile(depth, a, b, edge, t.nr, accumulate);
+  tile(depth, a, b, ldb, edge, t.nr, accumulate);
   for (int64_t r = 0; r < rows; ++r) std::memcpy(c + r * ldc, edge + r * t.nr, cols * sizeof(float));
 }
 
@@ -285,7 +285,10 @@ GemmTileFn gemm_tile(const GemmTiling& tiling) {
   const int64_t id = (int64_t{tiling.mr} << 32) | (int64_t{tiling.nr} << 8) | tiling.unroll;
   if (auto it = known.find(id); it != known.end()) return it->second;
   tiling.check();
-  const std::string what = "gemm tile f32 " + tiling.code_str();
+  // The tile's own version, in its cache key beside the code generator's: bumped whenever its
+  // emitted code or signature changes (an object of the old signature would crash).
+  constexpr const char* kTileVersion = "tile-2";
+  const std::string what = std::string("gemm ") + kTileVersion + " f32 " + tiling.code_str();
   const std::string name = "ember_gemm_tile_" + std::to_string(tiling.mr) + "x" + std::to_string(tiling.nr) + "u" +
                            std::to_string(tiling.unroll);
   GemmTileFn fn = reinterpret_cast<GemmTileFn>(jit_function(what, name, [&] { return emit_gemm_tile(tiling, name); }));
@@ -323,8 +326,15 @@ void generated_gemm(const GemmTiling& t, const float* a, const float* b, float* 
     const int64_t group = round_up((width + splits - 1) / splits, t.nr), groups = (width + group - 1) / group;
     for (int64_t depth = 0; depth < k; depth += t.kc) {
       const int64_t kc = std::min(t.kc, k - depth);
-      float* bp = packed_b.at_least(static_cast<size_t>(round_up(width, t.nr) * kc));
-      pack_b(b, ldb, trans_b, depth, kc, col0, width, t.nr, bp);
+      // B's panels: packed, or where B lies (rows ldb apart) but for a last panel cut by n.
+      const bool in_place = !trans_b && m < t.in_place_rows;
+      const int64_t packed_from = in_place ? width / t.nr * t.nr : 0;
+      float* bp = packed_b.at_least(static_cast<size_t>(round_up(width - packed_from, t.nr) * kc));
+      if (packed_from < width) pack_b(b, ldb, trans_b, depth, kc, col0 + packed_from, width - packed_from, t.nr, bp);
+      auto b_panel = [&](int64_t j) -> std::pair<const float*, int64_t> {
+        if (j < packed_from) return {b + depth * ldb + col0 + j, ldb};
+        return {bp + (j - packed_from) * kc, t.nr};
+      };
       const bool accumulate = depth > 0 || beta != 0.0f, last = depth + kc == k;
       parallel_for(row_blocks * groups, 1, [&](int64_t lo, int64_t hi) {
         thread_local Panels packed_a;
@@ -335,8 +345,9 @@ void generated_gemm(const GemmTiling& t, const float* a, const float* b, float* 
           pack_a(a, lda, trans_a, row, rows, depth, kc, t.mr, ap);
           for (int64_t j = first; j < first + cols; j += t.nr) {
             const int64_t live = std::min<int64_t>(t.nr, first + cols - j);
+            const auto [panel, step] = b_panel(j);
             for (int64_t i = 0; i < rows; i += t.mr)
-              run_tile(tile, t, kc, ap + i * kc, bp + j * kc, c + (row + i) * ldc + col0 + j, ldc, accumulate,
+              run_tile(tile, t, kc, ap + i * kc, panel, step, c + (row + i) * ldc + col0 + j, ldc, accumulate,
                        std::min<int64_t>(t.mr, rows - i), live);
             if (done && last) done(row, rows, col0 + j, live);
           }

@@ -35,6 +35,11 @@ struct GemmTiling {
   int64_t kc = 512;  // depth of a slice
   int64_t mc = 48;   // rows of a block (rounded up to whole tiles)
   int64_t nc = 1024;  // columns of a block (rounded up to whole tiles): B's packed block is kc x nc
+  // B not stored transposed is read where it lies (rows ldb apart; a last panel cut by n is still
+  // packed) when op(A) has fewer rows than this: packing costs K x N per call, which few rows do
+  // not repay. One thread: 128 x 768 x 768 2.08 -> 1.85 ms in place; at 256 rows and more, in
+  // place was 20-30 % slower (1024^3, 256 x 4096 x 1024: rows 4 and 16 KiB apart alias in L1).
+  int64_t in_place_rows = 160;
 
   // The fields that decide the tile's code ("mr=6 nr=64 unroll=4"), a part of its cache key.
   std::string code_str() const;
@@ -45,9 +50,10 @@ struct GemmTiling {
 // The tile as an MLIR module: a function `name` with the C signature of GemmTileFn.
 std::string emit_gemm_tile(const GemmTiling& tiling, const std::string& name);
 
-// C[r * ldc + j] = (accumulate ? C[r * ldc + j] : 0) + sum over p < depth of a[p * mr + r] * b[p * nr + j],
-// for the r < mr and j < nr of one tile; `b` 64-byte aligned.
-using GemmTileFn = void (*)(int64_t depth, const float* a, const float* b, float* c, int64_t ldc, int64_t accumulate);
+// C[r * ldc + j] = (accumulate ? C[r * ldc + j] : 0) + sum over p < depth of a[p * mr + r] * b[p * ldb + j],
+// for the r < mr and j < nr of one tile (ldb: nr for a packed panel).
+using GemmTileFn = void (*)(int64_t depth, const float* a, const float* b, int64_t ldb, float* c, int64_t ldc,
+                            int64_t accumulate);
 
 // The compiled tile (memory, then disk cache, else compiled now). Throws CodegenError.
 GemmTileFn gemm_tile(const GemmTiling& tiling);

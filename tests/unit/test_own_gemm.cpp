@@ -56,7 +56,11 @@ TEST_CASE("own gemm: tiles and blocks at every edge, every layout", "[gemm][own_
   if (!codegen::cpu::jit_available()) return;  // a build without the CPU code generator
   // Small blocks and slices, so that these sizes cross every edge the blocking has.
   const GemmTiling tilings[] = {{.kc = 7, .mc = 12, .nc = 64}, {.mr = 4, .nr = 32, .unroll = 3, .kc = 16, .mc = 8, .nc = 32},
-                                {.mr = 8, .nr = 16, .unroll = 1, .kc = 5, .mc = 8, .nc = 48}, {.mr = 1, .nr = 32, .unroll = 8}};
+                                {.mr = 8, .nr = 16, .unroll = 1, .kc = 5, .mc = 8, .nc = 48}, {.mr = 1, .nr = 32, .unroll = 8},
+                                // B read where it lies, but for a last panel cut by n
+                                {.kc = 7, .mc = 12, .nc = 64, .in_place_rows = 1000},
+                                {.mr = 4, .nr = 32, .unroll = 3, .kc = 16, .mc = 8, .nc = 32, .in_place_rows = 1000},
+                                {.in_place_rows = 0}};  // B packed for every m
   const Case cases[] = {{1, 1, 1, false, false, 0},    {6, 64, 4, false, false, 0},  {7, 65, 9, false, true, 1},
                         {13, 100, 23, true, false, 0},  {40, 130, 33, true, true, 1}, {5, 17, 64, false, false, 0.5f},
                         {96, 96, 40, false, true, 0},   {3, 200, 1, true, false, 0}};
