@@ -57,12 +57,12 @@ struct GemmProduct {
 const Node* product_source(Value v, const std::unordered_set<const Node*>& returned, std::vector<const Node*>& nodes) {
   const Dim columns = v.type().shape.empty() ? Dim(0) : v.type().shape.back();
   const Node* n = v.node;
-  while (n->op == Op::Reshape && n->type().shape.back() == columns) {
+  while (n->op == Op::Reshape && !n->type().shape.empty() && n->type().shape.back() == columns) {
     if (returned.count(n) || n->uses().size() != 1) return nullptr;
     nodes.push_back(n);
     n = n->inputs()[0].node;
   }
-  if (!is_plain_gemm(n) || returned.count(n) || n->type().shape.back() != columns) return nullptr;
+  if (!is_plain_gemm(n) || returned.count(n) || n->type().shape.empty() || n->type().shape.back() != columns) return nullptr;
   nodes.push_back(n);
   return n;
 }

@@ -169,8 +169,9 @@ struct Panels {
   size_t floats = 0;
   float* at_least(size_t n) {
     if (n > floats) {
-      data.reset(static_cast<float*>(std::aligned_alloc(64, (n * sizeof(float) + 63) / 64 * 64)));
-      if (!data) throw std::bad_alloc();
+      float* fresh = static_cast<float*>(std::aligned_alloc(64, (n * sizeof(float) + 63) / 64 * 64));
+      if (!fresh) throw std::bad_alloc();  // the old block kept, and its size
+      data.reset(fresh);
       floats = n;
     }
     return data.get();

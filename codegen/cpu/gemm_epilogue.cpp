@@ -29,9 +29,19 @@ Matrix as_matrix(const Array& x, int64_t rows, int64_t cols, bool natural) {
   const int64_t r = x.rank();
   if (r == 2 && strides[0] == 1 && strides[1] >= std::max<int64_t>(rows, 1) && (!natural || strides[1] == rows))
     return {x.data_as<float>(), strides[1], true, {}};
-  bool rows_apart = strides[r - 1] == 1 && strides[r - 2] >= cols && (!natural || strides[r - 2] == cols);
-  for (int64_t d = 0; d + 2 < r; ++d) rows_apart = rows_apart && (shape[d] == 1 || strides[d] == strides[d + 1] * shape[d + 1]);
-  if (rows_apart) return {x.data_as<float>(), strides[r - 2], false, {}};
+  // Rows evenly ld apart: ld the stride of the innermost leading dim of more than one, and each
+  // such dim further out stepping over all the rows inside it (a size-1 dim's stride is anything).
+  bool rows_apart = strides[r - 1] == 1 || cols <= 1;
+  int64_t ld = std::max<int64_t>(cols, 1), expected = 0;  // ld stays so for one row (or none)
+  bool found = false;
+  for (int64_t d = r - 2; d >= 0 && rows_apart; --d) {
+    if (shape[d] == 1) continue;
+    if (!found) found = true, ld = expected = strides[d];
+    rows_apart = strides[d] == expected;
+    expected *= shape[d];
+  }
+  rows_apart = rows_apart && ld >= std::max<int64_t>(cols, 1) && (!natural || ld == cols);
+  if (rows_apart) return {x.data_as<float>(), ld, false, {}};
   Array copy = kernels::to_contiguous(x, DType::Float32);
   return {copy.data_as<float>(), cols, false, copy};
 }

@@ -126,7 +126,7 @@ TEST_CASE("gemm epilogues: a product that something else reads, or that is broad
   }
 }
 
-TEST_CASE("gemm epilogues: several outputs, a residual input, A transposed, empty depth", "[gemm][epilogue]") {
+TEST_CASE("gemm epilogues: several outputs, a residual input, A transposed or strided, empty depth", "[gemm][epilogue]") {
   if (!codegen::cpu::jit_available()) return;
   const char* cases[] = {
       R"(graph(%0: f32[33, 17], %1: f32[17, 65], %2: f32[33, 65]) {
@@ -139,6 +139,22 @@ TEST_CASE("gemm epilogues: several outputs, a residual input, A transposed, empt
   %2 = permute(%0) {dims=[1, 0]} : f32[9, 40]
   %3 = matmul(%2, %1) : f32[9, 130]
   %4 = mul(%3, %3) : f32[9, 130]
+  return %4
+})",
+      // A's rows not evenly apart: a slice of a dim beyond a size-1 dim (rows 0-2 at 0, 8, 16,
+      // rows 3-5 at 40, 48, 56), read as 6 rows 8 apart by an earlier version
+      R"(graph(%0: f32[2, 1, 5, 8], %1: f32[8, 20], %2: f32[20]) {
+  %3 = slice(%0) {axis=2, start=0, end=3} : f32[2, 1, 3, 8]
+  %4 = matmul(%3, %1) : f32[2, 1, 3, 20]
+  %5 = add(%4, %2) : f32[2, 1, 3, 20]
+  %6 = relu(%5) : f32[2, 1, 3, 20]
+  return %6
+})",
+      // A's rows all one row (stride 0)
+      R"(graph(%0: f32[1, 8], %1: f32[8, 20]) {
+  %2 = expand(%0) {shape=[4, 8]} : f32[4, 8]
+  %3 = matmul(%2, %1) : f32[4, 20]
+  %4 = tanh(%3) : f32[4, 20]
   return %4
 })",
       R"(graph(%0: f32[7, 0], %1: f32[0, 20], %2: f32[20]) {
