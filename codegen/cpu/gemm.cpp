@@ -337,9 +337,12 @@ void generated_gemm(const GemmTiling& t, const float* a, const float* b, float* 
         return {bp + (j - packed_from) * kc, t.nr};
       };
       const bool accumulate = depth > 0 || beta != 0.0f, last = depth + kc == k;
-      parallel_for(row_blocks * groups, 1, [&](int64_t lo, int64_t hi) {
+      // One even share of the blocks per thread: claimed in chunks of several blocks, 22 blocks
+      // went 12 to one thread and 10 to the other, and the region waited on the last chunk.
+      const int64_t tasks = row_blocks * groups, shares = std::min(threads, tasks);
+      parallel_for(shares, 1, [&](int64_t first_share, int64_t end_share) {
         thread_local Panels packed_a;
-        for (int64_t task = lo; task < hi; ++task) {
+        for (int64_t task = first_share * tasks / shares; task < end_share * tasks / shares; ++task) {
           const int64_t row = task / groups * mc, rows = std::min(mc, m - row);
           const int64_t first = task % groups * group, cols = std::min(group, width - first);
           float* ap = packed_a.at_least(static_cast<size_t>(round_up(rows, t.mr) * kc));
