@@ -50,7 +50,7 @@ void CpuKernel::launch(void* const* b, const int64_t* m) const {
   // An empty row still has its reductions' values (a sum of nothing is 0).
   if (rows == 0 || (inner == 0 && !reduces_)) return;
   if (rows * std::max<int64_t>(inner, 1) < 2 * grain_ || num_threads() == 1) return fn(0, rows, 0, inner, b, m);
-  if (split_rows_ && rows < num_threads()) {  // [Note: split row reductions]
+  if (split_rows_ && !config_.whole_rows && rows < num_threads()) {  // [Note: split row reductions]
     int64_t shares = std::min<int64_t>(num_threads(), rows * inner / grain_);
     if (shares >= 2) return run_split_rows(spec_, fn, rows, inner, shares, b, m);
   }
@@ -74,6 +74,8 @@ std::vector<Knob> CpuKernel::knobs() const {
   }
   knobs.push_back({"grain", {config_.grain, 8192, 131072}});
   if (reduces_) knobs.push_back({"fold_block", {config_.fold_block, 64, 1024}});
+  // A reduction split over the threads or whole: splitting pays for combining the shares.
+  if (split_rows_ && !config_.whole_rows) knobs.push_back({"whole_rows", {0, 1}});
   if (columns_) knobs.push_back({"column_vectors", {config_.column_vectors, 2, 8}});
   return knobs;
 }
@@ -205,12 +207,13 @@ void* jit_function(const std::string& what, const std::string& name, const std::
 }
 
 KernelBuild cpu_kernel(const KernelSpec& spec, const KernelConfig& config) {
-  // Configs that differ only in what is read at launch (the grain) share their code: the cache
-  // holds one kernel per code, and such a config gets its own kernel object around that code.
+  // Configs that differ only in what is read at launch (the grain, whole rows) share their code:
+  // the cache holds one kernel per code, and such a config gets its own kernel object around it.
   std::string code = config.code_str();
-  if (config.grain) {
+  if (config.sets_launch()) {
     KernelConfig same_code = config;
     same_code.grain = 0;
+    same_code.whole_rows = 0;
     KernelBuild build = cpu_kernel(spec, same_code);
     build.kernel = std::make_shared<const CpuKernel>(spec, build.kernel->fn(), build.kernel->name(), config);
     return build;

@@ -26,7 +26,7 @@ class CpuKernel : public KernelStep {
   // a row's outputs over several passes, which read its inputs again).
   bool may_overwrite_inputs() const override { return !reduces_; }
   // KernelConfig's fields that apply to this kernel: lanes (not a column kernel's), the grain,
-  // a reduction's fold block, a column kernel's vectors per step.
+  // a reduction's fold block, a column kernel's vectors per step, whole rows where rows split.
   std::vector<Knob> knobs() const override;
   std::shared_ptr<const KernelStep> with(const std::string& choice) const override;
   const KernelSpec& spec() const { return spec_; }

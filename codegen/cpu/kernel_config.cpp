@@ -19,6 +19,7 @@ std::string KernelConfig::code_str() const {
 std::string KernelConfig::str() const {
   std::string s = code_str();
   if (grain) s += (s.empty() ? "" : " ") + std::string("grain=") + std::to_string(grain);
+  if (whole_rows) s += (s.empty() ? "" : " ") + std::string("whole_rows=") + std::to_string(whole_rows);
   return s.empty() ? "default" : s;
 }
 
@@ -30,6 +31,8 @@ KernelConfig KernelConfig::parse(std::string_view text) {
     else if (name == "fold_block") c.fold_block = static_cast<int>(v);
     else if (name == "column_vectors") c.column_vectors = static_cast<int>(v);
     else if (name == "grain") c.grain = v;
+    else if (name == "whole_rows" && v != 1) EMBER_THROW(Value, "[kernel config] whole_rows is 1 or absent, got ", v);
+    else if (name == "whole_rows") c.whole_rows = 1;
     else EMBER_THROW(Value, "[kernel config] unknown field '", name, "'");
   }
   return c;

@@ -10,6 +10,7 @@
 #include <thread>
 #include <vector>
 
+#include "codegen/cpu/cpu_kernel.h"
 #include "codegen/cpu/split_rows.h"
 #include "codegen/kernel_spec.h"
 #include "runtime/thread_pool.h"
@@ -126,4 +127,31 @@ TEST_CASE("split row reductions: more threads than shares, and calls from severa
     });
   for (std::thread& c : callers) c.join();
   CHECK(wrong == 0);
+}
+
+TEST_CASE("split row reductions: whole rows, max-autotune's other choice, give the same result", "[codegen][split]") {
+  // The choice is offered only by kernels that split, runs the same code (a launch field), and
+  // folds each row on one thread.
+  ThreadCountForCall two(2);
+  auto spec = codegen::parse_kernel_spec(std::string("kernel rank=2 {\n  %0 = load in0 : f32[*, *]\n") + kSum +
+                                         "  store out0 = %1\n}\n");
+  auto split = codegen::cpu::cpu_kernel(spec).kernel;
+  bool offered = false;
+  for (const Knob& k : split->knobs()) offered = offered || (k.name == "whole_rows" && k.options == std::vector<int64_t>{0, 1});
+  REQUIRE(offered);
+  auto whole = std::dynamic_pointer_cast<const codegen::cpu::CpuKernel>(split->with("whole_rows=1"));
+  REQUIRE(whole->config().whole_rows == 1);
+  REQUIRE(whole->fn() == split->fn());
+  for (const Knob& k : whole->knobs()) REQUIRE(k.name != "whole_rows");
+  REQUIRE_THROWS_AS(split->with("whole_rows=2"), Error);
+  const int64_t n = 3 * 65536 + 5;
+  Tensor x = uniform({1, n}, 11, -1.0, 1.0);
+  std::vector<double> v = x.to_vector();
+  double want = 0;
+  for (double e : v) want += e;
+  for (const auto& kernel : {split, whole}) {
+    Array in = x.array(), out = Array::empty(DType::Float32, {1, 1});
+    kernel->run(std::vector<Array>{in}, std::vector<Array>{out});
+    CHECK(std::abs(out.get(0) - want) <= 1.5e-5 + 1.3e-5 * std::abs(want) + 1e-6 * n);
+  }
 }
