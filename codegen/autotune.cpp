@@ -142,6 +142,14 @@ std::string step_name(const Executable& exec, int step) {
   return std::string(exec.step_node(step)->info().name);
 }
 
+// The GEMM routes that depend on the process, for a signature: one without PyTorch has no MKL
+// route, and a build without the CPU code generator no GEMM of ember's own (`own`: the step could
+// take it); neither must take a choice measured by a process that has them.
+std::string routes_present(bool own) {
+  return std::string(kernels::mkl_available() ? " routes+mkl" : "") +
+         (own && kernels::has_own_gemm() ? " routes+generated" : "");
+}
+
 std::string step_signature(const Executable& exec, int step, std::span<const Array> inputs,
                            std::span<const Array> outputs) {
   std::string s;
@@ -149,16 +157,11 @@ std::string step_signature(const Executable& exec, int step, std::span<const Arr
     s = "kernel\n" + k->spec().str() + "\nconfig " + k->config().str();
   } else if (const KernelStep* other = exec.step_kernel(step).get()) {
     s = "kernel " + other->name();
-    if (dynamic_cast<const cpu::GemmEpilogue*>(other))  // its routes, as a GEMM's below
-      s += std::string(kernels::mkl_available() ? " routes+mkl" : "") + (kernels::has_own_gemm() ? " routes+generated" : "");
+    if (dynamic_cast<const cpu::GemmEpilogue*>(other)) s += routes_present(true);
   } else {
     const Node* n = exec.step_node(step);
     s = "op " + std::string(n->info().name) + " " + attrs_str(n->attrs);
-    // A GEMM's choices depend on the process: one without PyTorch has no MKL route, and must
-    // not take a choice of "mkl" (which would run OpenBLAS there) measured by one with it.
-    if ((is_float32_gemm(n) || is_blocked_attention(n)) && kernels::mkl_available()) s += " routes+mkl";
-    // Likewise a build without the CPU code generator has no GEMM of ember's own.
-    if (is_float32_gemm(n) && kernels::has_own_gemm()) s += " routes+generated";
+    if (is_float32_gemm(n) || is_blocked_attention(n)) s += routes_present(is_float32_gemm(n));
   }
   s += "\ninputs";
   for (const Array& a : inputs) s += " " + layout_signature(a);

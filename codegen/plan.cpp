@@ -89,14 +89,13 @@ GemmProduct gemm_product(const FusedStep& step, const KernelSpec& spec, const st
   return {};
 }
 
-// The step with the GEMM of `product` taken in: its nodes (in graph order), A and B first among
-// its inputs, the kernel a GemmEpilogue.
-FusedStep with_gemm(FusedStep step, const GemmProduct& product, const Graph& graph) {
+// The step with the GEMM of `product` taken in: its nodes (in graph order, `position` each node's
+// place in the graph), A and B first among its inputs, the kernel a GemmEpilogue.
+FusedStep with_gemm(FusedStep step, const GemmProduct& product, const std::unordered_map<const Node*, int>& position) {
   const Node* gemm = product.nodes.back();
-  std::unordered_map<const Node*, int> position;
-  for (const Node* n : graph.nodes()) position.emplace(n, static_cast<int>(position.size()));
   step.nodes.insert(step.nodes.end(), product.nodes.begin(), product.nodes.end());
-  std::sort(step.nodes.begin(), step.nodes.end(), [&](const Node* x, const Node* y) { return position[x] < position[y]; });
+  std::sort(step.nodes.begin(), step.nodes.end(),
+            [&](const Node* x, const Node* y) { return position.at(x) < position.at(y); });
   step.inputs.erase(step.inputs.begin() + product.input);
   step.inputs.insert(step.inputs.begin(), {gemm->inputs()[0], gemm->inputs()[1]});
   auto kernel = std::dynamic_pointer_cast<const cpu::CpuKernel>(step.kernel);
@@ -138,6 +137,9 @@ std::shared_ptr<Executable> build_cpu_executable(std::unique_ptr<Graph> graph, C
     }
   });
   std::vector<FusedStep> fused;
+  std::unordered_map<const Node*, int> position;  // each node's place in the graph, for with_gemm
+  if (gemm_epilogues)
+    for (const Node* n : graph->nodes()) position.emplace(n, static_cast<int>(position.size()));
   for (size_t i = 0; i < steps.size(); ++i) {
     if (!errors[i].empty()) {
       if (strict) EMBER_THROW(Internal, errors[i]);
@@ -150,7 +152,7 @@ std::shared_ptr<Executable> build_cpu_executable(std::unique_ptr<Graph> graph, C
     stats.from_disk += builds[i].from_disk;
     stats.compile_ms += builds[i].ms;
     const GemmProduct product = gemm_epilogues ? gemm_product(steps[i], specs[i], returned) : GemmProduct{};
-    fused.push_back(product.input >= 0 ? with_gemm(std::move(steps[i]), product, *graph) : std::move(steps[i]));
+    fused.push_back(product.input >= 0 ? with_gemm(std::move(steps[i]), product, position) : std::move(steps[i]));
   }
   stats.kernels = static_cast<int>(fused.size());
   return std::make_shared<Executable>(std::move(graph), std::move(fused), static_buffers);

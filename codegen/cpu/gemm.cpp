@@ -7,9 +7,7 @@
 #include <immintrin.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <cstring>
-#include <memory>
 #include <mutex>
 #include <unordered_map>
 #include <vector>
@@ -17,6 +15,8 @@
 #include "codegen/cpu/cpu_kernel.h"
 #include "codegen/cpu/mlir_text.h"
 #include "ir/error.h"
+#include "ir/symbolic.h"
+#include "runtime/allocator.h"
 #include "runtime/config.h"
 #include "runtime/kernels/kernel.h"
 #include "runtime/thread_pool.h"
@@ -137,7 +137,7 @@ class TileWriter {
     return results(name);
   }
 
-  // One depth step p: acc[r][v] += a[p * mr + r] * b[p * nr + 16 v .. +16].
+  // One depth step p: acc[r][v] += a[p * mr + r] * b[p * ldb + 16 v .. +16].
   std::vector<Val> step(std::vector<Val> acc, const Val& p) {
     Val a_row = gep("%a", m_.binary("arith.muli", p, m_.int_constant(t_.mr, i64())).name);
     Val b_row = gep("%b", m_.binary("arith.muli", p, Val{"%ldb", i64()}).name);
@@ -163,22 +163,28 @@ class TileWriter {
   Val zero_;
 };
 
-// Aligned float storage that a thread keeps from call to call (packing buffers).
+// Float storage (ember's allocator: 64-byte aligned) that a thread keeps from call to call: the
+// packing buffers.
 struct Panels {
-  std::unique_ptr<float, decltype(&std::free)> data{nullptr, &std::free};
+  float* data = nullptr;
   size_t floats = 0;
+  Panels() = default;
+  Panels(const Panels&) = delete;
+  Panels& operator=(const Panels&) = delete;
+  ~Panels() {
+    if (data) release(data, floats * sizeof(float));
+  }
   float* at_least(size_t n) {
     if (n > floats) {
-      float* fresh = static_cast<float*>(std::aligned_alloc(64, (n * sizeof(float) + 63) / 64 * 64));
-      if (!fresh) throw std::bad_alloc();  // the old block kept, and its size
-      data.reset(fresh);
-      floats = n;
+      float* fresh = static_cast<float*>(allocate(n * sizeof(float)));  // throws, the old block kept
+      if (data) release(data, floats * sizeof(float));
+      data = fresh, floats = n;
     }
-    return data.get();
+    return data;
   }
 };
 
-int64_t round_up(int64_t x, int64_t multiple) { return (x + multiple - 1) / multiple * multiple; }
+int64_t round_up(int64_t x, int64_t multiple) { return ceil_div(x, multiple) * multiple; }
 
 // op(X)[i][p] of a row-major X with leading dimension ld, read transposed when `trans`.
 inline float element(const float* x, int64_t ld, bool trans, int64_t i, int64_t p) {
@@ -215,7 +221,7 @@ __attribute__((target("avx512f"))) void transpose16(const float* src, int64_t ld
 // ([Note: ember's own GEMM]): panel q at packed + q * kc * nr.
 void pack_b(const float* b, int64_t ldb, bool trans_b, int64_t depth, int64_t kc, int64_t col, int64_t width, int nr,
             float* packed) {
-  const int64_t panels = (width + nr - 1) / nr;
+  const int64_t panels = ceil_div(width, nr);
   parallel_for(panels, std::max<int64_t>(1, (int64_t{1} << 15) / std::max<int64_t>(kc * nr, 1)), [&](int64_t lo, int64_t hi) {
     for (int64_t q = lo; q < hi; ++q) {
       float* out = packed + q * kc * nr;
@@ -315,20 +321,20 @@ void generated_gemm(const GemmTiling& t, const float* a, const float* b, float* 
   // out, so that no thread waits on another's extra block (200 rows on 2 threads: 6 of 36, not 5
   // of 48). Where they are fewer than the threads, each column block is split into groups too.
   const int64_t threads = num_threads();
-  int64_t row_blocks = (m + t.mc - 1) / t.mc;
+  int64_t row_blocks = ceil_div(m, t.mc);
   if (row_blocks > 1 && threads > 1) row_blocks = round_up(row_blocks, threads);
   const int64_t mc = round_up((m + row_blocks - 1) / row_blocks, t.mr);
-  row_blocks = (m + mc - 1) / mc;
+  row_blocks = ceil_div(m, mc);
   const int64_t nc = round_up(t.nc, t.nr);
+  const bool in_place = !trans_b && m < t.in_place_rows;  // B's whole panels read where they lie
   thread_local Panels packed_b;  // the caller's: every thread reads it
   for (int64_t col0 = 0; col0 < n; col0 += nc) {
     const int64_t width = std::min(nc, n - col0);
     const int64_t splits = std::max<int64_t>(1, threads / row_blocks);
-    const int64_t group = round_up((width + splits - 1) / splits, t.nr), groups = (width + group - 1) / group;
+    const int64_t group = round_up(ceil_div(width, splits), t.nr), groups = ceil_div(width, group);
     for (int64_t depth = 0; depth < k; depth += t.kc) {
       const int64_t kc = std::min(t.kc, k - depth);
       // B's panels: packed, or where B lies (rows ldb apart) but for a last panel cut by n.
-      const bool in_place = !trans_b && m < t.in_place_rows;
       const int64_t packed_from = in_place ? width / t.nr * t.nr : 0;
       float* bp = packed_b.at_least(static_cast<size_t>(round_up(width - packed_from, t.nr) * kc));
       if (packed_from < width) pack_b(b, ldb, trans_b, depth, kc, col0 + packed_from, width - packed_from, t.nr, bp);

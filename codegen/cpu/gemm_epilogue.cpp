@@ -3,6 +3,7 @@
 #include "codegen/cpu/gemm.h"
 #include "codegen/cpu/jit.h"
 #include "ir/error.h"
+#include "runtime/interpreter.h"
 #include "runtime/kernels/kernel.h"
 #include "runtime/step_settings.h"
 
@@ -20,14 +21,13 @@ struct Matrix {
 };
 
 // x (its dims but the last flattened into rows) where it lies, when its layout is one of those;
-// with `natural`, only with the leading dimension the library route assumes (cols, or rows when
-// transposed). Otherwise a contiguous copy.
-Matrix as_matrix(const Array& x, int64_t rows, int64_t cols, bool natural) {
+// otherwise a contiguous copy.
+Matrix as_matrix(const Array& x, int64_t rows, int64_t cols) {
   if (x.is_contiguous()) return {x.data_as<float>(), cols, false, {}};
   const auto& shape = x.shape();
   const auto& strides = x.strides();
   const int64_t r = x.rank();
-  if (r == 2 && strides[0] == 1 && strides[1] >= std::max<int64_t>(rows, 1) && (!natural || strides[1] == rows))
+  if (r == 2 && strides[0] == 1 && strides[1] >= std::max<int64_t>(rows, 1))
     return {x.data_as<float>(), strides[1], true, {}};
   // Rows evenly ld apart: ld the stride of the innermost leading dim of more than one, and each
   // such dim further out stepping over all the rows inside it (a size-1 dim's stride is anything).
@@ -40,7 +40,7 @@ Matrix as_matrix(const Array& x, int64_t rows, int64_t cols, bool natural) {
     rows_apart = strides[d] == expected;
     expected *= shape[d];
   }
-  rows_apart = rows_apart && ld >= std::max<int64_t>(cols, 1) && (!natural || ld == cols);
+  rows_apart = rows_apart && ld >= std::max<int64_t>(cols, 1);
   if (rows_apart) return {x.data_as<float>(), ld, false, {}};
   Array copy = kernels::to_contiguous(x, DType::Float32);
   return {copy.data_as<float>(), cols, false, copy};
@@ -70,14 +70,19 @@ void GemmEpilogue::run(std::span<const Array> inputs, std::span<const Array> out
     } catch (const CodegenError&) {  // the tile did not compile (and wrote nothing): the library runs it
     }
   }
-  const Matrix A = as_matrix(a, m, k, true), B = as_matrix(b, k, n, true);
-  kernels::gemm(A.data, B.data, c.data_as<float>(), m, n, k, B.trans, 0.0f, A.trans);
+  // The interpreter's matmul into C, as the matmul's own step ran it, then the kernel.
+  std::vector<int64_t> product(a.shape().begin(), a.shape().end() - 1);
+  product.push_back(n);
+  const Array into = c.view(product, Array::contiguous_strides(product), c.offset());
+  const TensorType type{DType::Float32, Shape(product.begin(), product.end())};
+  run_op(Op::MatMul, Attrs{}, std::vector<Array>{a, b}, std::span<const TensorType>(&type, 1), {},
+         std::span<const Array>(&into, 1));
   epilogue_->run(args, outputs);
 }
 
 void GemmEpilogue::run_inside(const Array& a, const Array& b, const Array& c, int64_t m, int64_t n, int64_t k,
                               std::span<const Array> args, std::span<const Array> outputs) const {
-  const Matrix A = as_matrix(a, m, k, false), B = as_matrix(b, k, n, false);
+  const Matrix A = as_matrix(a, m, k), B = as_matrix(b, k, n);
   // The caller's arguments, read (never written) by the threads that run the pieces.
   thread_local std::vector<int64_t> meta;
   thread_local std::vector<void*> buffers;

@@ -237,10 +237,8 @@ void blas_gemm(const T* a, const T* b, T* c, int64_t m, int64_t n, int64_t k, bo
 constexpr int64_t kMinBlockFlops = int64_t{1} << 21;
 constexpr int64_t kBlockAlign = 16;  // multiples of the microkernel's tile
 
-}  // namespace
+std::atomic<OwnGemmFn> own_gemm{nullptr};  // GemmRoute::Generated's, set by the code generator
 
-namespace {
-std::atomic<OwnGemmFn> own_gemm{nullptr};
 }  // namespace
 
 void set_own_gemm(OwnGemmFn fn) { own_gemm.store(fn, std::memory_order_release); }
