@@ -179,3 +179,31 @@ def test_a_linear_layers_epilogue_is_part_of_its_gemm_step(tmp_path, monkeypatch
             assert "matmul" not in graph["interpreter_ops"], graph["interpreter_ops"]
         else:
             assert "matmul" in graph["interpreter_ops"], graph["interpreter_ops"]
+
+
+@pytest.mark.parametrize("case", ["residual_is_a", "a_is_b", "returned_twice", "one_row", "empty_depth"])
+def test_gemm_epilogue_steps_at_the_edges(tmp_path, monkeypatch, capfd, case):
+    """[Note: GEMM epilogues] against eager where the fused step's operands alias each other,
+    its output is returned twice, A is one row, or the depth is 0 (a slice of A with unevenly
+    spaced rows reaches ember as a batched matmul from PyTorch: test_gemm_epilogues.cpp). The
+    tuner runs every route (ember's own GEMM with the epilogue inside among them) and rejects one
+    that differs from the default; none may (EMBER_LOG=autotune says 'rejected')."""
+    monkeypatch.setenv("EMBER_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("EMBER_LOG", "autotune")
+    torch.manual_seed(0)
+    w, bias = torch.randn(48, 32), torch.randn(48)
+    fns = {
+        "residual_is_a": (lambda x: x @ x.T + x, (torch.randn(33, 33),)),
+        "a_is_b": (lambda x: torch.relu(x @ x), (torch.randn(40, 40),)),
+        "returned_twice": (lambda x: (lambda y: (y, y))(torch.tanh(x @ w.T + 1)), (torch.randn(9, 32),)),
+        "one_row": (lambda x: torch.nn.functional.gelu(torch.nn.functional.linear(x, w, bias)), (torch.randn(1, 32),)),
+        "empty_depth": (lambda x, y: torch.relu(x @ y + 1), (torch.randn(4, 0), torch.randn(0, 9))),
+    }
+    fn, args = fns[case]
+    torch._dynamo.reset()
+    compiled = ember.compile(fn, mode="max-autotune", options={"autotune_budget_s": 0.5})
+    with torch.no_grad():
+        torch.testing.assert_close(compiled(*args), fn(*args), rtol=1e-4, atol=1e-4)
+    log = capfd.readouterr().err
+    assert re.search(r"gemm\+\S+: gemm=generated: ", log), log[-2000:]  # the epilogue inside ran
+    assert "rejected" not in log, log[-2000:]

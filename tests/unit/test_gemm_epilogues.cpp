@@ -1,8 +1,10 @@
 // [Note: GEMM epilogues] (codegen/cpu/gemm_epilogue.h): which matmuls a plan takes into the kernel
 // that reads their product, and that the step computes what the interpreter does, by the library
 // route and by ember's own GEMM with the kernel inside it, on one thread and on several.
+#include <atomic>
 #include <cmath>
 #include <random>
+#include <thread>
 
 #include "codegen/cpu/gemm_epilogue.h"
 #include "codegen/cpu/jit.h"
@@ -170,4 +172,36 @@ TEST_CASE("gemm epilogues: several outputs, a residual input, A transposed or st
       REQUIRE(epilogues == 1);
       check_values(ir, exec, StepSettings{.gemm = route});
     }
+}
+
+TEST_CASE("gemm epilogues: 16 callers at once, and 16 threads for one call, on ember's own GEMM", "[gemm][epilogue]") {
+  if (!codegen::cpu::jit_available()) return;
+  // Each caller's packed B and the epilogue's launch arguments are the calling thread's own; the
+  // pieces run on whichever threads the pool gives (none, while another caller holds it).
+  int epilogues = 0;
+  auto exec = plan(kLinearGelu, epilogues);
+  for (int i = 0; i < exec->steps(); ++i)
+    if (dynamic_cast<const codegen::cpu::GemmEpilogue*>(exec->step_kernel(i).get()))
+      exec->set_step(i, nullptr, StepSettings{.gemm = GemmRoute::Generated});
+  auto g = parse_graph(kLinearGelu);
+  std::vector<Array> inputs = random_inputs(*g);
+  std::vector<Array> want = run_graph(*g, inputs, {});
+  auto close = [&](const std::vector<Array>& got) {
+    for (int64_t i = 0; i < want[0].numel(); ++i)
+      if (std::abs(want[0].get(i) - got[0].get(i)) > 1e-4 * (1 + std::abs(want[0].get(i)))) return false;
+    return true;
+  };
+  {
+    ThreadCountForCall sixteen(16);
+    REQUIRE(close(exec->run(inputs, {})));
+  }
+  std::atomic<int> wrong{0};
+  std::vector<std::thread> callers;
+  for (int t = 0; t < 16; ++t)
+    callers.emplace_back([&] {
+      for (int r = 0; r < 20; ++r)
+        if (!close(exec->run(inputs, {}))) ++wrong;
+    });
+  for (std::thread& t : callers) t.join();
+  REQUIRE(wrong == 0);
 }
