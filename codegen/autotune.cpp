@@ -88,6 +88,7 @@ Choice choice_at(const Space& space, const Point& p) {
     if (p[k] == 0) continue;
     std::string field = space[k].name + "=";
     if (space[k].name == "gemm") field += route_name(static_cast<GemmRoute>(space[k].options[p[k]]));
+    else if (space[k].name == "tile") field += GemmTile::of_option(space[k].options[p[k]]).str();
     else if (space[k].name == "conv") field += conv_name(static_cast<ConvAlgorithm>(space[k].options[p[k]]));
     else field += std::to_string(space[k].options[p[k]]);
     std::string& part = is_setting(space[k].name) ? settings : c.kernel;
@@ -124,6 +125,11 @@ bool is_blocked_attention(const Node* n) {
   return n->op == Op::ScaledDotProductAttention && n->types.size() == 1 && n->types[0].dtype != DType::Float64;
 }
 
+// The tiles of ember's own GEMM that max-autotune tries beside its default (6 x 64): in L1, 12 x 32
+// and 8 x 48 ran 106-108 GFLOP/s against 104 (benchmarks/results/autotune.md), and their rows and
+// columns divide other shapes evenly (128 rows, 768 columns).
+std::vector<GemmTile> own_gemm_tiles() { return {{12, 32}, {8, 48}}; }
+
 // The GEMM routes a step may take: option 0 is its default.
 Knob gemm_routes(std::vector<GemmRoute> routes) {
   Knob knob{"gemm", {0}};
@@ -146,8 +152,11 @@ std::string step_name(const Executable& exec, int step) {
 // route, and a build without the CPU code generator no GEMM of ember's own (`own`: the step could
 // take it); neither must take a choice measured by a process that has them.
 std::string routes_present(bool own) {
-  return std::string(kernels::mkl_available() ? " routes+mkl" : "") +
-         (own && kernels::has_own_gemm() ? " routes+generated" : "");
+  std::string s = kernels::mkl_available() ? " routes+mkl" : "";
+  if (!own || !kernels::has_own_gemm()) return s;
+  s += " routes+generated tiles";
+  for (GemmTile t : own_gemm_tiles()) s += " " + t.str();
+  return s;
 }
 
 std::string step_signature(const Executable& exec, int step, std::span<const Array> inputs,
@@ -305,22 +314,26 @@ std::pair<TuningRecord, Choice> search_step(StepRunner& runner, const Tunable& t
 
 }  // namespace
 
-// The routes of a float32 GEMM step: the libraries, and ember's own where this build has it.
-Knob float32_gemm_routes() {
+// The routes of a float32 GEMM step: the libraries, and ember's own where this build has it, with
+// its tiles.
+Space float32_gemm_routes() {
   std::vector<GemmRoute> routes{GemmRoute::OneDnn, GemmRoute::Blas};
-  if (kernels::has_own_gemm()) routes.push_back(GemmRoute::Generated);  // [Note: ember's own GEMM]
-  return gemm_routes(routes);
+  if (!kernels::has_own_gemm()) return {gemm_routes(routes)};
+  routes.push_back(GemmRoute::Generated);  // [Note: ember's own GEMM]
+  Knob tiles{"tile", {0}, "gemm", static_cast<int64_t>(GemmRoute::Generated)};
+  for (GemmTile t : own_gemm_tiles()) tiles.options.push_back(t.option());
+  return {gemm_routes(routes), tiles};
 }
 
 Space step_space(const Executable& exec, int step) {
   int threads = num_threads();
   Space space;
   if (dynamic_cast<const cpu::GemmEpilogue*>(exec.step_kernel(step).get())) {
-    space.push_back(float32_gemm_routes());  // ember's own runs the epilogue inside ([Note: GEMM epilogues])
+    space = float32_gemm_routes();  // ember's own runs the epilogue inside ([Note: GEMM epilogues])
   } else if (const KernelStep* k = exec.step_kernel(step).get()) {
     space = k->knobs();
   } else if (is_float32_gemm(exec.step_node(step))) {
-    space.push_back(float32_gemm_routes());
+    space = float32_gemm_routes();
   } else if (is_float32_conv(exec.step_node(step))) {
     // oneDNN's direct kernel, its brgemm one, or ember's own (im2col and GEMM, or depthwise).
     space.push_back({"conv", {0, static_cast<int64_t>(ConvAlgorithm::Brgemm),

@@ -10,10 +10,61 @@
 
 namespace ember::codegen {
 
+namespace {
+
+// The knob that `k` depends on (Knob::only_with), or -1. A knob may depend only on one that
+// depends on none, and must name one of the space.
+int parent_of(const Space& space, size_t k) {
+  if (space[k].only_with.empty()) return -1;
+  for (size_t j = 0; j < space.size(); ++j)
+    if (j != k && space[j].name == space[k].only_with) {
+      if (!space[j].only_with.empty())
+        EMBER_THROW(Value, "[max-autotune] knob '", space[k].name, "' depends on '", space[j].name,
+                    "', which depends on another");
+      return static_cast<int>(j);
+    }
+  EMBER_THROW(Value, "[max-autotune] knob '", space[k].name, "' depends on '", space[k].only_with,
+              "', which the space does not have");
+}
+
+int64_t saturating_mul(int64_t a, int64_t b) {
+  int64_t n;
+  return __builtin_mul_overflow(a, b, &n) ? INT64_MAX : n;
+}
+
+}  // namespace
+
+Point canonical(const Space& space, Point p) {
+  for (size_t k = 0; k < space.size(); ++k) {
+    int parent = parent_of(space, k);
+    if (parent >= 0 && space[parent].options[p[parent]] != space[k].only_value) p[k] = 0;
+  }
+  return p;
+}
+
 int64_t space_size(const Space& space) {
+  // A knob that nothing depends on multiplies; a knob and those that depend on it count together:
+  // for each of its options, the product of the options its dependants have there.
+  std::vector<int> parent(space.size());
+  std::vector<bool> has_dependants(space.size(), false);
+  for (size_t k = 0; k < space.size(); ++k)
+    if ((parent[k] = parent_of(space, k)) >= 0) has_dependants[parent[k]] = true;
   int64_t n = 1;
-  for (const Knob& k : space)
-    if (__builtin_mul_overflow(n, static_cast<int64_t>(k.options.size()), &n)) return INT64_MAX;
+  for (size_t j = 0; j < space.size(); ++j) {
+    if (parent[j] >= 0) continue;
+    int64_t count = static_cast<int64_t>(space[j].options.size());
+    if (has_dependants[j]) {
+      count = 0;
+      for (int64_t value : space[j].options) {
+        int64_t here = 1;
+        for (size_t k = 0; k < space.size(); ++k)
+          if (parent[k] == static_cast<int>(j) && space[k].only_value == value)
+            here = saturating_mul(here, static_cast<int64_t>(space[k].options.size()));
+        count = here > INT64_MAX - count ? INT64_MAX : count + here;
+      }
+    }
+    n = saturating_mul(n, count);
+  }
   return n;
 }
 
@@ -29,16 +80,23 @@ class Exhaustive : public Search {
   explicit Exhaustive(const Space& space) : space_(space), point_(space.size(), 0) {}
   std::optional<Point> next() override {
     if (done_ || space_.empty()) return std::nullopt;
-    for (size_t k = 0; k < point_.size(); ++k) {  // increment, the first knob fastest
-      if (++point_[k] < static_cast<int>(space_[k].options.size())) return point_;
-      point_[k] = 0;
-    }
+    while (advance())
+      if (canonical(space_, point_) == point_) return point_;
     done_ = true;  // wrapped round to the default: every point was proposed
     return std::nullopt;
   }
   void tell(const Point&, double) override {}
 
  private:
+  // The next point in mixed-radix order, the first knob fastest; false on wrapping round.
+  bool advance() {
+    for (size_t k = 0; k < point_.size(); ++k) {
+      if (++point_[k] < static_cast<int>(space_[k].options.size())) return true;
+      point_[k] = 0;
+    }
+    return false;
+  }
+
   Space space_;
   Point point_;
   bool done_ = false;
@@ -61,7 +119,7 @@ class Random : public Search {
   Point draw() {
     Point p;
     for (const Knob& k : space_) p.push_back(std::uniform_int_distribution<int>(0, int(k.options.size()) - 1)(rng_));
-    return p;
+    return canonical(space_, p);
   }
   Space space_;
   std::mt19937_64 rng_;
@@ -116,7 +174,7 @@ class Bayes : public Random {
     Point p;
     for (const std::vector<double>& weights : f)
       p.push_back(std::discrete_distribution<int>(weights.begin(), weights.end())(rng_));
-    return p;
+    return canonical(space_, p);
   }
 
   std::vector<std::pair<double, Point>> told_;
@@ -128,7 +186,8 @@ std::vector<std::string> search_names() { return {"auto", "exhaustive", "random"
 
 std::unique_ptr<Search> make_search(std::string_view strategy, const Space& space, int expected_evaluations,
                                     uint64_t seed) {
-  if (strategy == "auto") strategy = space_size(space) - 1 <= expected_evaluations ? "exhaustive" : "bayes";
+  const int64_t size = space_size(space);  // (and checks the knobs' dependences)
+  if (strategy == "auto") strategy = size - 1 <= expected_evaluations ? "exhaustive" : "bayes";
   if (strategy == "exhaustive") return std::make_unique<Exhaustive>(space);
   if (strategy == "random") return std::make_unique<Random>(space, seed);
   if (strategy == "bayes") return std::make_unique<Bayes>(space, seed);

@@ -1,6 +1,7 @@
 // Search strategies over a space of discrete choices, for max-autotune (codegen/autotune.h).
 //
-// A space is a list of knobs, each with its options; option 0 of every knob is the default, and
+// A space is a list of knobs, each with its options; option 0 of every knob is the default (a
+// knob may mean something only beside one option of another: Knob::only_with), and
 // the point of all defaults is measured by the tuner itself, so no strategy proposes it. A
 // strategy proposes points and is told what each measured:
 //   exhaustive  every point, in order;
@@ -29,8 +30,15 @@ namespace ember::codegen {
 using Space = std::vector<Knob>;  // runtime/step_settings.h's knobs
 using Point = std::vector<int>;  // an option index per knob
 
-// The number of points of the space, the default included (saturates at INT64_MAX).
+// The number of distinct points of the space, the default included (saturates at INT64_MAX): a
+// knob that depends on another (Knob::only_with) counts its options only where that one allows
+// them. Throws ember::Error(Value) for a dependence on a knob the space lacks, or on a knob that
+// depends on another itself.
 int64_t space_size(const Space& space);
+
+// `p` with every knob whose condition fails at p (Knob::only_with) at its default: the one point
+// that stands for all that run the same way. Strategies propose only such points.
+Point canonical(const Space& space, Point p);
 
 class Search {
  public:

@@ -18,6 +18,7 @@ std::string StepSettings::str() const {
   if (threads) s = "threads=" + std::to_string(threads);
   auto add = [&s](const std::string& field) { s += (s.empty() ? "" : " ") + field; };
   if (gemm != GemmRoute::Auto) add(std::string("gemm=") + route_name(gemm));
+  if (!tile.is_default()) add("tile=" + tile.str());
   if (conv != ConvAlgorithm::Auto) add(std::string("conv=") + conv_name(conv));
   if (query_block) add("query_block=" + std::to_string(query_block));
   if (key_block) add("key_block=" + std::to_string(key_block));
@@ -61,6 +62,16 @@ bool parse_route(const std::string& name, GemmRoute& route) {
   return false;
 }
 
+// "12x32" into `tile`; false for text of another form or a tile that cannot be generated.
+bool parse_tile(const std::string& text, GemmTile& tile) {
+  size_t x = text.find('x');
+  if (x == std::string::npos || x == 0 || x + 1 == text.size() || x > 2 || text.size() - x - 1 > 3 ||
+      text.find_first_not_of("0123456789x") != std::string::npos || text.find('x', x + 1) != std::string::npos)
+    return false;
+  tile = {std::stoi(text.substr(0, x)), std::stoi(text.substr(x + 1))};
+  return tile.valid();
+}
+
 // The algorithm named `name` into `algorithm`; false for none of that name.
 bool parse_conv(const std::string& name, ConvAlgorithm& algorithm) {
   for (ConvAlgorithm a : {ConvAlgorithm::Auto, ConvAlgorithm::Brgemm, ConvAlgorithm::Im2col})
@@ -79,6 +90,11 @@ StepSettings StepSettings::parse(std::string_view text) {
     if (name == "threads") s.threads = static_cast<int>(positive_field(name, value, "step settings"));
     else if (name == "gemm" && parse_route(value, s.gemm)) continue;
     else if (name == "conv" && parse_conv(value, s.conv)) continue;
+    else if (name == "tile") {
+      if (!parse_tile(value, s.tile))
+        EMBER_THROW(Value, "[step settings] tile=", value, " is not rows x columns of a tile ember's GEMM can ",
+                    "generate (columns a multiple of 16, 2 to 32 accumulators of 16)");
+    }
     else if (name == "query_block") s.query_block = static_cast<int>(positive_field(name, value, "step settings"));
     else if (name == "key_block") s.key_block = static_cast<int>(positive_field(name, value, "step settings"));
     else EMBER_THROW(Value, "[step settings] unknown setting '", name, "=", value, "'");
@@ -87,7 +103,8 @@ StepSettings StepSettings::parse(std::string_view text) {
 }
 
 bool StepSettings::is_field(std::string_view name) {
-  return name == "threads" || name == "gemm" || name == "conv" || name == "query_block" || name == "key_block";
+  return name == "threads" || name == "gemm" || name == "tile" || name == "conv" || name == "query_block" ||
+         name == "key_block";
 }
 
 ScopedStepSettings::ScopedStepSettings(const StepSettings& settings)
@@ -100,6 +117,13 @@ ScopedStepSettings::~ScopedStepSettings() {
 }
 
 const StepSettings& current_step_settings() { return current; }
+
+bool GemmTile::valid() const {
+  const int accumulators = rows * (cols / 16);
+  return rows >= 1 && cols >= 16 && cols % 16 == 0 && accumulators >= 2 && accumulators <= 32;
+}
+
+std::string GemmTile::str() const { return std::to_string(rows) + "x" + std::to_string(cols); }
 
 const char* route_name(GemmRoute r) {
   switch (r) {

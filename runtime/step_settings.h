@@ -16,6 +16,11 @@ namespace ember {
 struct Knob {
   std::string name;
   std::vector<int64_t> options;
+  // A knob that means something only beside one option of another: its options past the default
+  // are tried only where knob `only_with` takes the option of value `only_value` (a tile of
+  // ember's own GEMM, only where the route is ember's own). Empty: always.
+  std::string only_with = {};
+  int64_t only_value = 0;
 };
 
 // Where a float32 GEMM goes. Auto: ember's rule (runtime/kernels/common.cpp, gemm_impl). Mkl:
@@ -26,6 +31,22 @@ enum class GemmRoute : uint8_t { Auto, OneDnn, Blas, Mkl, Generated };
 
 // A route's name in settings' text ("auto", "onednn", "blas", "mkl", "generated").
 const char* route_name(GemmRoute route);
+
+// The register tile of ember's own GEMM (GemmRoute::Generated): rows by columns of C, held in
+// vector registers over the depth ([Note: ember's own GEMM] in codegen/cpu/gemm.h). 0 x 0: its
+// default. Text: "12x32".
+struct GemmTile {
+  int rows = 0, cols = 0;
+  bool is_default() const { return rows == 0 && cols == 0; }
+  // Whether the tile can be generated: columns a multiple of 16 (one AVX-512 register of
+  // float32), 2 to 32 accumulators (rows x columns / 16).
+  bool valid() const;
+  std::string str() const;
+  // A knob's option for the tile, and back (rows << 16 | cols).
+  int64_t option() const { return (int64_t{rows} << 16) | cols; }
+  static GemmTile of_option(int64_t option) { return {static_cast<int>(option >> 16), static_cast<int>(option & 0xffff)}; }
+  bool operator==(const GemmTile&) const = default;
+};
 
 // How a float32 convolution runs (runtime/kernels/contraction.cpp). Auto: oneDNN's direct JIT
 // kernel where it has one (the order of sums eager's convolution has), ember's im2col and GEMM
@@ -39,12 +60,13 @@ const char* conv_name(ConvAlgorithm algorithm);
 struct StepSettings {
   int threads = 0;  // at most this many threads, the caller included (0: as many as the call has)
   GemmRoute gemm = GemmRoute::Auto;  // a GEMM's library, or the one an attention's tiles use
+  GemmTile tile;  // ember's own GEMM's tile, where `gemm` is GemmRoute::Generated
   ConvAlgorithm conv = ConvAlgorithm::Auto;  // a convolution's algorithm
   // Blocked attention's tiles (runtime/kernels/attention.h): queries and keys per tile (0: its own).
   int query_block = 0, key_block = 0;
 
   bool is_default() const { return *this == StepSettings{}; }
-  std::string str() const;  // "threads=1 gemm=blas conv=im2col query_block=32", or "default"
+  std::string str() const;  // "threads=1 gemm=generated tile=12x32 query_block=32", or "default"
   // Parses str()'s text; throws ember::Error on anything else.
   static StepSettings parse(std::string_view text);
   // Whether `name` is one of str()'s fields.

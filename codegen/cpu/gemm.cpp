@@ -27,10 +27,14 @@ std::string GemmTiling::code_str() const {
   return "mr=" + std::to_string(mr) + " nr=" + std::to_string(nr) + " unroll=" + std::to_string(unroll);
 }
 
+GemmTiling GemmTiling::with_tile(const GemmTile& tile) {
+  GemmTiling t;
+  if (!tile.is_default()) t.mr = tile.rows, t.nr = tile.cols;
+  return t;
+}
+
 void GemmTiling::check() const {
-  const int vectors = nr / 16;
-  if (mr < 1 || nr < 16 || nr % 16 || mr * vectors < 2 || mr * vectors > 32 || unroll < 1 || unroll > 16 || kc < 1 ||
-      mc < 1 || nc < 1)
+  if (!GemmTile{mr, nr}.valid() || unroll < 1 || unroll > 16 || kc < 1 || mc < 1 || nc < 1)
     EMBER_THROW(Value, "a GEMM tiling needs 1 <= mr, nr a multiple of 16, 2 to 32 accumulators (mr * nr / 16), ",
                 "1 <= unroll <= 16, positive blocks; got ", code_str(), " kc=", kc, " mc=", mc, " nc=", nc);
 }
@@ -374,7 +378,8 @@ namespace {
 bool own_gemm(const float* a, const float* b, float* c, int64_t m, int64_t n, int64_t k, bool trans_a, bool trans_b,
               float beta, int64_t lda, int64_t ldb, int64_t ldc) {
   try {
-    generated_gemm(GemmTiling{}, a, b, c, m, n, k, trans_a, trans_b, beta, lda, ldb, ldc);
+    generated_gemm(GemmTiling::with_tile(current_step_settings().tile), a, b, c, m, n, k, trans_a, trans_b, beta, lda,
+                   ldb, ldc);
     return true;
   } catch (const CodegenError& e) {
     static std::once_flag warned;

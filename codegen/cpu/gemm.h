@@ -26,6 +26,8 @@
 #include <functional>
 #include <string>
 
+#include "runtime/step_settings.h"
+
 namespace ember::codegen::cpu {
 
 struct GemmTiling {
@@ -40,6 +42,9 @@ struct GemmTiling {
   // not repay. One thread: 128 x 768 x 768 2.08 -> 1.85 ms in place; at 256 rows and more, in
   // place was 20-30 % slower (1024^3, 256 x 4096 x 1024: rows 4 and 16 KiB apart alias in L1).
   int64_t in_place_rows = 160;
+
+  // The default tiling with `tile`'s rows and columns where it names some (a step's tuned tile).
+  static GemmTiling with_tile(const GemmTile& tile);
 
   // The fields that decide the tile's code ("mr=6 nr=64 unroll=4"), a part of its cache key.
   std::string code_str() const;

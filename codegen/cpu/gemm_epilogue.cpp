@@ -90,8 +90,8 @@ void GemmEpilogue::run_inside(const Array& a, const Array& b, const Array& c, in
   KernelFn fn = epilogue_->fn();
   void* const* b_args = buffers.data();
   const int64_t* m_args = meta.data();
-  generated_gemm(GemmTiling{}, A.data, B.data, c.data_as<float>(), m, n, k, A.trans, B.trans, 0.0f, A.ld, B.ld, n,
-                 [&](int64_t row, int64_t rows, int64_t col, int64_t cols) {
+  generated_gemm(GemmTiling::with_tile(current_step_settings().tile), A.data, B.data, c.data_as<float>(), m, n, k,
+                 A.trans, B.trans, 0.0f, A.ld, B.ld, n, [&](int64_t row, int64_t rows, int64_t col, int64_t cols) {
                    fn(row, row + rows, col, col + cols, b_args, m_args);
                  });
 }

@@ -13,11 +13,15 @@
 
 #include "codegen/autotune.h"
 #include "codegen/autotune_measure.h"
+#include "codegen/cpu/jit.h"
 #include "codegen/search.h"
 #include "frontend/graph_compile.h"
 #include "ir/builder.h"
 #include "ir/sha256.h"
 #include "modes/mode.h"
+#include "runtime/kernels/kernel.h"
+#include "runtime/kernels/mkl.h"
+#include "runtime/thread_pool.h"
 #include "runtime/tuning_db.h"
 #include "tests/catch.h"
 #include "tests/unit/helpers.h"
@@ -133,6 +137,30 @@ TEST_CASE("search: bayes finds the fastest point sooner than chance", "[autotune
   }
   INFO("mean evaluations: bayes " << bayes / 20 << ", random " << random / 20);
   CHECK(bayes * 4 < random);
+}
+
+TEST_CASE("search: a knob that depends on another is tried only beside that one's option", "[autotune][search]") {
+  // A route (4 options) whose option 3 has tiles (3 options), and threads (2 options): 3 + 3
+  // route and tile points, by 2 thread counts, 12 in all, of which every strategy proposes the
+  // 11 that are not the default, each once and never a tile beside another route.
+  Space space = space_of({4, 3, 2});
+  space[1].only_with = "k0", space[1].only_value = 3;
+  CHECK(space_size(space) == 12);
+  CHECK(canonical(space, {1, 2, 1}) == Point{1, 0, 1});
+  CHECK(canonical(space, {3, 2, 1}) == Point{3, 2, 1});
+  for (const char* strategy : {"exhaustive", "random", "bayes"}) {
+    INFO(strategy);
+    std::vector<Point> points = walk(*make_search(strategy, space, 100, 5), [](const Point& p) { return 1.0 + p[1]; });
+    CHECK(points.size() == 11);
+    CHECK(std::set<Point>(points.begin(), points.end()).size() == 11);
+    for (const Point& p : points) CHECK((p[1] == 0 || p[0] == 3));
+  }
+  Space orphan = space;
+  orphan[1].only_with = "k9";  // a knob the space does not have
+  CHECK_THROWS_AS(make_search("auto", orphan, 10, 1), Error);
+  Space chain = space;
+  chain[2].only_with = "k1", chain[2].only_value = 1;  // on a knob that depends on another
+  CHECK_THROWS_AS(space_size(chain), Error);
 }
 
 TEST_CASE("search: auto is exhaustive when the budget covers the space, else bayes", "[autotune][search]") {
@@ -323,6 +351,27 @@ TEST_CASE("max-autotune: dynamic sizes tune once per power-of-two bucket, bounde
   CHECK(buckets_of(warm).size() == 3);
   CHECK(warm.autotune_timed == 0);
   for (const TuningRecord& t : warm.tuning) CHECK(t.from_database);
+}
+
+TEST_CASE("max-autotune: ember's own GEMM's tiles are measured, only beside its route", "[autotune][gemm]") {
+  if (!codegen::cpu::jit_available() || !kernels::has_own_gemm()) return;  // a build without the code generator
+  FreshCache cache;
+  ThreadCountForCall one(1);  // no threads knob: the GEMM's routes and tiles alone
+  Tensor a = uniform({100, 64}, 1), b = uniform({64, 96}, 2);
+  auto fn = [](const Tensor& x, const Tensor& y) { return matmul(x, y); };
+  auto f = compile(fn, Options{.mode = "max-autotune", .autotune_budget_s = 5.0, .autotune_search = "exhaustive"});
+  test::check_close(f(a, b), fn(a, b), 1e-4, 1e-5);
+  const GraphInfo g = f.report().graphs.at(0);
+  REQUIRE(g.tuning.size() == 1);
+  const TuningRecord& t = g.tuning[0];
+  // oneDNN, OpenBLAS, ember's own with its default tile and with 12 x 32 and 8 x 48, and MKL where
+  // the process has it: never a tile beside a library, which would time the library again.
+  const int candidates = 3 + 2 + (kernels::mkl_available() ? 1 : 0);
+  CHECK(t.timed + t.rejected == candidates);
+  CHECK(t.rejected == 0);
+  const StepSettings won = StepSettings::parse(t.winner);
+  CHECK((won.tile.is_default() || won.gemm == GemmRoute::Generated));
+  test::check_close(f(a, b), fn(a, b), 1e-4, 1e-5);  // the tuned plan
 }
 
 TEST_CASE("max-autotune: a step the same as an earlier one takes its choice without timing", "[autotune]") {

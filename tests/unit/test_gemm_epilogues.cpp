@@ -84,6 +84,8 @@ TEST_CASE("gemm epilogues: a linear layer's bias and GELU are its GEMM's epilogu
     ThreadCountForCall count(threads);
     for (GemmRoute route : {GemmRoute::Auto, GemmRoute::Blas, GemmRoute::Generated})
       check_values(kLinearGelu, plan(kLinearGelu, epilogues), StepSettings{.gemm = route});
+    for (GemmTile tile : {GemmTile{12, 32}, GemmTile{8, 48}})  // the pieces of other tiles
+      check_values(kLinearGelu, plan(kLinearGelu, epilogues), StepSettings{.gemm = GemmRoute::Generated, .tile = tile});
   }
   plan(kLinearGelu, epilogues, /*gemm_epilogues=*/false);
   REQUIRE(epilogues == 0);  // only where the mode asks

@@ -9,6 +9,7 @@
 #include <random>
 #include <vector>
 
+#include "ir/error.h"
 #include "runtime/kernels/kernel.h"
 #include "runtime/kernels/mkl.h"
 #include "runtime/step_settings.h"
@@ -41,7 +42,7 @@ std::vector<float> reference(const std::vector<float>& a, const std::vector<floa
   return c;
 }
 
-void check_route(GemmRoute route) {
+void check_route(GemmRoute route, GemmTile tile = {}) {
   std::mt19937 rng(7);
   std::normal_distribution<float> normal;
   const Shape shapes[] = {{1, 1, 1, false, false, 0},     {3, 5, 7, false, true, 0},   {64, 48, 33, true, false, 1},
@@ -64,10 +65,10 @@ void check_route(GemmRoute route) {
       for (float& x : *v) x = normal(rng);
     std::vector<float> want = reference(a, b, c, s);
     {
-      ScopedStepSettings settings(StepSettings{.threads = 0, .gemm = route});
+      ScopedStepSettings settings(StepSettings{.threads = 0, .gemm = route, .tile = tile});
       kernels::gemm(a.data(), b.data(), c.data(), s.m, s.n, s.k, s.trans_b, s.beta, s.trans_a);
     }
-    INFO(route_name(route) << " " << s.m << "x" << s.n << "x" << s.k << " trans_a " << s.trans_a << " trans_b "
+    INFO(route_name(route) << " tile " << tile.str() << " " << s.m << "x" << s.n << "x" << s.k << " trans_a " << s.trans_a << " trans_b "
                            << s.trans_b << " beta " << s.beta);
     for (size_t i = 0; i < c.size(); ++i) REQUIRE(std::abs(c[i] - want[i]) <= 1e-4f * (1 + std::abs(want[i])) * std::sqrt(s.k + 1.0f));
   }
@@ -78,6 +79,24 @@ void check_route(GemmRoute route) {
 TEST_CASE("gemm routes: every route computes the same product", "[gemm]") {
   for (GemmRoute route : {GemmRoute::Auto, GemmRoute::OneDnn, GemmRoute::Blas, GemmRoute::Mkl, GemmRoute::Generated})
     check_route(route);
+}
+
+TEST_CASE("gemm routes: ember's own GEMM computes the same product with every tile it can generate", "[gemm]") {
+  // The tuned ones, a tall one, a wide one and the smallest; each tile is compiled once.
+  for (GemmTile tile : {GemmTile{12, 32}, GemmTile{8, 48}, GemmTile{16, 16}, GemmTile{2, 256}, GemmTile{1, 32}})
+    check_route(GemmRoute::Generated, tile);
+}
+
+TEST_CASE("gemm routes: a tile is 'rows x columns' in settings' text, and one that cannot be generated is an error",
+          "[gemm]") {
+  StepSettings s{.gemm = GemmRoute::Generated, .tile = {12, 32}};
+  REQUIRE(s.str() == "gemm=generated tile=12x32");
+  REQUIRE(StepSettings::parse(s.str()) == s);
+  REQUIRE(GemmTile::of_option(s.tile.option()) == s.tile);
+  // Columns not a multiple of 16, too many or too few accumulators, and text of another form.
+  for (const char* bad : {"tile=12x33", "tile=40x16", "tile=1x16", "tile=12", "tile=x32", "tile=12x", "tile=12x32x2",
+                          "tile=-6x64", "tile=123456789x16", "tile=06x0064"})
+    REQUIRE_THROWS_AS(StepSettings::parse(bad), Error);
 }
 
 TEST_CASE("gemm routes: a route's name is its settings' text", "[gemm]") {
