@@ -137,7 +137,7 @@ bool dumping() {
 
 // Bumped whenever the emitter or the lowering changes what a spec compiles to: old entries of the
 // disk cache must not be loaded for it.
-constexpr const char* kCodegenVersion = "cpu-25";
+constexpr const char* kCodegenVersion = "cpu-26";
 
 // The disk cache's key of the code that `what` (a text that decides the MLIR) compiles to here.
 std::string object_key(const std::string& what) {

@@ -269,3 +269,39 @@ TEST_CASE("generated float32 sums and products never show their accumulator's ov
     check_same_fold(row_prod, repeated({2.0, 0.0, std::nan("")}, times));
   }
 }
+
+TEST_CASE("generated float max and min find a NaN or an infinity anywhere in a row or column",
+          "[codegen][semantics]") {
+  // [Note: fast max folds] (codegen/cpu/emit_kernel.cpp): the first fold reads a NaN as an
+  // infinity and a row whose result is infinite is folded again, exactly. Row i of an n x n
+  // matrix holds the odd value at position i (the vectors, their lanes, the scalar tail), so
+  // every position is met, in rows and, transposed, in columns.
+  const double inf = std::numeric_limits<double>::infinity(), nan = std::nan("");
+  using Fn = std::function<Tensor(const Tensor&)>;
+  const std::vector<Fn> folds = {
+      [](const Tensor& x) { return max(x, {-1}); },
+      [](const Tensor& x) { return min(x, {-1}); },
+      [](const Tensor& x) { return max(x, {0}); },  // down the columns
+      [](const Tensor& x) { return min(x * 1.0, {0}); },
+      [](const Tensor& x) { return softmax(x, -1); },  // a max feeding the row's other values
+      [](const Tensor& x) { return x - max(x, {-1}, true) + min(x, {-1}, true); },
+  };
+  for (DType dt : {DType::Float32, DType::Float64, DType::Float16})
+    for (int64_t n : {1, 5, 16, 17, 64, 67, 300}) {
+      for (double odd : {nan, inf, -inf}) {
+        INFO(dtype_name(dt) << " n " << n << " odd value " << odd);
+        std::vector<double> v(n * n);
+        for (int64_t i = 0; i < n * n; ++i) v[i] = i / n == i % n ? odd : std::sin(double(i));
+        Tensor x = from_vector(v, {n, n}, dt);
+        for (size_t k = 0; k < folds.size(); ++k)
+          if (dt != DType::Float16 || k < 4) check_same_fold(folds[k], x);  // float16 softmax rounds as it may
+      }
+      // Rows of only -inf (a max's identity), of only +inf, and of +inf and NaN both.
+      for (std::vector<double> row : {std::vector<double>{-inf}, {inf}, {inf, nan}, {nan, inf}, {-0.0, 0.0}})
+        for (size_t k = 0; k < 4; ++k) check_same_fold(folds[k], reshape(repeated(row, n, dt), {n, -1}));
+    }
+  // Which zero: a row of one zero and the other sign's zeros gives a zero (either sign).
+  Tensor zeros = reshape(repeated({0.0, -0.0, -0.0}, 50), {3, 50});
+  std::vector<double> got = compile(folds[0])(zeros).to_vector();
+  for (double g : got) CHECK(g == 0.0);
+}
