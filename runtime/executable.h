@@ -41,8 +41,8 @@ class KernelStep {
   // (one that dies here): true when the kernel reads each element of such an input only where
   // it stores the same element of its outputs, and before it stores it (elementwise kernels).
   virtual bool may_overwrite_inputs() const { return false; }
-  // The choices this kernel leaves open (max-autotune, codegen/autotune.h), each knob's option 0
-  // being this kernel's own; none by default.
+  // The choices this kernel leaves open at the calling thread's thread count (max-autotune,
+  // codegen/autotune.h), each knob's option 0 being this kernel's own; none by default.
   virtual std::vector<Knob> knobs() const { return {}; }
   // The kernel that computes the same with `choice` ("name=value ..." of knobs(), non-default
   // values only; "" is this one). Throws when it cannot be built.

@@ -72,10 +72,13 @@ std::vector<Knob> CpuKernel::knobs() const {
       if (n != default_lanes(spec_)) lanes.options.push_back(n);
     knobs.push_back(lanes);
   }
-  knobs.push_back({"grain", {config_.grain, 8192, 131072}});
+  // How the work splits over threads, where there are several: on one thread every choice runs
+  // the same (a row max's 72 points at one thread were 12 distinct ones, each timed 6 times).
+  const bool threads = num_threads() > 1;
+  if (threads) knobs.push_back({"grain", {config_.grain, 8192, 131072}});
   if (reduces_) knobs.push_back({"fold_block", {config_.fold_block, 64, 1024}});
   // A reduction split over the threads or whole: splitting pays for combining the shares.
-  if (split_rows_ && !config_.whole_rows) knobs.push_back({"whole_rows", {0, 1}});
+  if (threads && split_rows_ && !config_.whole_rows) knobs.push_back({"whole_rows", {0, 1}});
   if (columns_) knobs.push_back({"column_vectors", {config_.column_vectors, 2, 8}});
   return knobs;
 }

@@ -143,6 +143,10 @@ TEST_CASE("split row reductions: whole rows, max-autotune's other choice, give t
   REQUIRE(whole->config().whole_rows == 1);
   REQUIRE(whole->fn() == split->fn());
   for (const Knob& k : whole->knobs()) REQUIRE(k.name != "whole_rows");
+  {
+    ThreadCountForCall one(1);  // on one thread no split is offered, nor the grain
+    for (const Knob& k : split->knobs()) REQUIRE((k.name != "whole_rows" && k.name != "grain"));
+  }
   REQUIRE_THROWS_AS(split->with("whole_rows=2"), Error);
   const int64_t n = 3 * 65536 + 5;
   Tensor x = uniform({1, n}, 11, -1.0, 1.0);
