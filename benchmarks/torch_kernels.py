@@ -52,6 +52,10 @@ def main():
             1, 1, lambda x, y, b: F.softmax((x + 1).view(x.shape[0] // 8, 8, -1).flatten(1), -1)),
         # Indexed reductions (the interpreter's typed kernels): a classifier's prediction, and
         # values with indices down the columns.
+        # Row folds of short rows, where the fold's end (its lanes folded into one) weighs.
+        "max over each row": (1, 0, lambda x, y, b: x.amax(-1)),
+        "max over rows of 256 [R * 32, 256]": (1, 0, lambda x, y, b: x.view(-1, 256).amax(-1)),
+        "sum over rows of 256 [R * 32, 256]": (1, 0, lambda x, y, b: x.view(-1, 256).sum(-1)),
         "argmax over each row": (1, 0, lambda x, y, b: x.argmax(-1)),
         "max with indices over dim 0": (1, 0, lambda x, y, b: tuple(x.max(0))),
     }
