@@ -79,7 +79,10 @@ TEST_CASE("argmax: long lines in chunks, ties across chunks, NaNs and infinities
   row([](int64_t) { return -kInf; });                                  // all -inf: index 0
   row([](int64_t j) { return j == 100 || j == 3000 ? kInf : 0.0; });   // infinite ties
   row([](int64_t j) { return j == n - 1 ? kNaN : static_cast<double>(j); });  // a NaN in the tail
-  Tensor x = from_vector(v, {8, n}, DType::Float32);
+  row([](int64_t j) { return j == 0 ? kNaN : static_cast<double>(j); });      // a NaN first, the max last
+  row([](int64_t j) { return j % 3 ? -0.0 : 0.0; });                           // zeros of both signs tie
+  row([](int64_t j) { return j == 2047 || j == 2048 ? kInf : j == 2049 ? kNaN : 0.0; });  // at a chunk's edge
+  Tensor x = from_vector(v, {11, n}, DType::Float32);
   check_extremes(x, {1});
   check_extremes(x.to(DType::Float64), {1});
   check_extremes(x.to(DType::Float16), {1});
