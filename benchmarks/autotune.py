@@ -133,19 +133,32 @@ KERNELS = {
     "layer_norm 2048x768": (lambda x: torch.nn.functional.layer_norm(x, (768,)), lambda: (torch.randn(2048, 768),)),
     "row sum 8192x256": (lambda x: x.sum(-1), lambda: (torch.randn(8192, 256),)),
     "column sum 4096x1000": (lambda x: (x * 2).sum(0), lambda: (torch.randn(4096, 1000),)),
+    "row max 8192x256": (lambda x: x.amax(-1), lambda: (torch.randn(8192, 256),)),
+    # A value read by a row kernel and by a column kernel: stored for the second, or recomputed
+    # there ([Note: recompute or store]).
+    "x * x, row and column sums 2048x1024": (lambda x: ((x * x).sum(-1), (x * x).sum(0)),
+                                              lambda: (torch.randn(2048, 1024),)),
+    "x + b, softmax and column sum 2048x1024": (lambda x, b: (torch.softmax(x + b, -1), (x + b).sum(0)),
+                                                 lambda: (torch.randn(2048, 1024), torch.randn(1024))),
 }
 
 
-def bench_kernels(repeats):
+def bench_kernels(repeats, inductor, only=""):
     rows = []
     with torch.no_grad():
         for name, (fn, make) in KERNELS.items():
+            if only not in name:
+                continue
             args = make()
             default = ember.compile(fn, mode="default")
             tuned = ember.compile(fn, mode="max-autotune")
             default(*args)
             tuned(*args)
-            times = interleaved({"eager": fn, "ember default": default, "ember max-autotune": tuned}, args, repeats)
+            fns = {"eager": fn, "ember default": default, "ember max-autotune": tuned}
+            if inductor:
+                fns["inductor max-autotune"] = torch.compile(fn, mode="max-autotune")
+                fns["inductor max-autotune"](*args)
+            times = interleaved(fns, args, repeats)
             _, timed_count, steps, changed = tuning_figures(tuned)
             rows.append({"kernel": name, **times, "changed": changed, "steps": steps})
     return rows
@@ -175,11 +188,14 @@ def markdown(model_rows, kernel_rows, args, peak):
     if gains:
         geo = statistics.geometric_mean(gains)
         lines += ["", f"Geomean max-autotune over default: {geo:.3f}x."]
-    lines += ["", "## Kernels", "", "| kernel | eager ms | ember default ms | ember max-autotune ms | vs default | steps changed |",
-              "|---|---|---|---|---|---|"]
+    lines += ["", "## Kernels", "", "| kernel | eager ms | ember default ms | ember max-autotune ms | vs default | "
+              "Inductor max-autotune ms | vs Inductor | steps changed |", "|---|---|---|---|---|---|---|---|"]
     for r in kernel_rows:
+        ind = r.get("inductor max-autotune")
+        ind_ms, vs_ind = (ms(ind), "%.2fx" % (ind / r["ember max-autotune"])) if ind else ("-", "-")
         lines.append(f"| {r['kernel']} | {ms(r['eager'])} | {ms(r['ember default'])} | {ms(r['ember max-autotune'])} | "
-                     f"{r['ember default'] / r['ember max-autotune']:.2f}x | {r['changed']} of {r['steps']} |")
+                     f"{r['ember default'] / r['ember max-autotune']:.2f}x | {ind_ms} | {vs_ind} | "
+                     f"{r['changed']} of {r['steps']} |")
     if peak:
         for r in kernel_rows:
             if r["kernel"] == "gemm 1024^3":
@@ -196,6 +212,7 @@ def main():
     p.add_argument("--repeats", type=int, default=20)
     p.add_argument("--threads", type=int, default=0)
     p.add_argument("--no-inductor", action="store_true")
+    p.add_argument("--kernels", default="", help="only the kernels whose name contains this")
     p.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "results", "autotune.md"))
     p.add_argument("--warm-child")
     args = p.parse_args()
@@ -215,7 +232,7 @@ def main():
         print(f"{name}...", file=sys.stderr, flush=True)
         model_rows.append(bench_model(name, args.repeats, not args.no_inductor, cache_dir))
         print(model_rows[-1], file=sys.stderr, flush=True)
-    kernel_rows = bench_kernels(args.repeats)
+    kernel_rows = bench_kernels(args.repeats, not args.no_inductor, args.kernels)
     text = markdown(model_rows, kernel_rows, args, fma_peak_gflops(torch.get_num_threads())[0])
     with open(args.out, "w") as f:
         f.write(text)

@@ -9,6 +9,7 @@
 #include "codegen/cpu/emit_ops.h"
 #include "codegen/cpu/gemm_epilogue.h"
 #include "codegen/cpu/jit.h"
+#include "codegen/cpu/recompute_choice.h"
 #include "ir/error.h"
 #include "passes/fuse.h"
 #include "runtime/config.h"
@@ -103,14 +104,221 @@ FusedStep with_gemm(FusedStep step, const GemmProduct& product, const std::unord
   return step;
 }
 
+// A value that one step stores for exactly one other to read, which that one could compute
+// again instead ([Note: recompute or store] in codegen/cpu/recompute_choice.h): steps `producer`
+// and `reader`, and the value.
+struct RecomputePair {
+  int producer = -1, reader = -1;
+  Value value;
+  std::vector<Node*> cone;  // the nodes the reader computes again: the value's, and those of the
+                            // producer's it is computed from
+  std::vector<Value> leaves;  // what the cone reads: values no kernel makes
+  int producer_spec = -1, reader_spec = -1;  // the kernels of the recomputing way (-1: none)
+};
+
+// The value's node and the nodes of its step it is computed from, when all are elementwise and
+// at most kMaxCone, and what they read is inputs of the step that no kernel makes; with those
+// inputs. Empty otherwise.
+constexpr size_t kMaxCone = 8;
+std::pair<std::vector<Node*>, std::vector<Value>> recomputable_cone(Node* value, const FusedStep& step, int self,
+                                                                    const std::vector<int>& step_of) {
+  std::vector<Node*> cone, stack{value};
+  std::vector<Value> leaves;
+  while (!stack.empty()) {
+    Node* n = stack.back();
+    stack.pop_back();
+    if (std::find(cone.begin(), cone.end(), n) != cone.end()) continue;
+    if (!n->info().is_elementwise() || n->num_outputs() != 1 || n->inputs().empty() || cone.size() == kMaxCone)
+      return {};
+    cone.push_back(n);
+    for (const Value& in : n->inputs()) {
+      if (step_of[in.node->id()] == self) {
+        stack.push_back(in.node);
+      } else if (step_of[in.node->id()] < 0 &&
+                 std::find(step.inputs.begin(), step.inputs.end(), in) != step.inputs.end()) {
+        if (std::find(leaves.begin(), leaves.end(), in) == leaves.end()) leaves.push_back(in);
+      } else {
+        return {};  // a kernel's value, or a constant the kernel holds in its text
+      }
+    }
+  }
+  return {cone, leaves};
+}
+
+// Whether units a and b can run as one step: no value leaves them and comes back through another
+// unit. A unit is a step with the steps joined into it (`members`; step_of maps a node to its
+// unit), or a node outside the steps. Pairs joined before count as one: two pairs each joinable
+// alone made a cycle together in ResNet-50.
+bool joinable(const std::vector<FusedStep>& steps, const std::vector<std::vector<int>>& members, int a, int b,
+              const std::vector<int>& step_of, const Graph& g) {
+  auto step_inputs = [&](int unit, const Node* single) -> std::vector<const Node*> {
+    std::vector<const Node*> nodes;
+    if (unit >= 0) {
+      for (int member : members[unit])
+        for (const Value& v : steps[member].inputs) nodes.push_back(v.node);
+    } else {
+      for (const Value& v : single->inputs()) nodes.push_back(v.node);
+    }
+    return nodes;
+  };
+  std::vector<char> seen(g.id_bound(), 0);
+  std::vector<int> seen_step(steps.size(), 0);
+  std::vector<const Node*> stack;
+  for (int s : {a, b})
+    for (const Node* n : step_inputs(s, nullptr))
+      if (step_of[n->id()] != a && step_of[n->id()] != b) stack.push_back(n);
+  while (!stack.empty()) {
+    const Node* n = stack.back();
+    stack.pop_back();
+    const int unit = step_of[n->id()];
+    if (unit == a || unit == b) return false;  // out of the pair and back in
+    if (seen[n->id()] || (unit >= 0 && seen_step[unit])) continue;
+    seen[n->id()] = 1;
+    if (unit >= 0) seen_step[unit] = 1;
+    for (const Node* m : step_inputs(unit, n)) stack.push_back(m);
+  }
+  return true;
+}
+
+// The one step other than `self` that reads v, when it reads nothing else of self's (the joined
+// step's output would be its own input); else -1.
+int sole_reader(const Value& v, int self, const std::vector<FusedStep>& steps, const std::vector<int>& step_of) {
+  int reader = -1;
+  for (const Use& u : v.node->uses()) {
+    const int r = u.user ? step_of[u.user->id()] : -1;
+    if (r == self) continue;
+    if (r < 0 || (reader >= 0 && r != reader)) return -1;
+    reader = r;
+  }
+  if (reader < 0) return -1;
+  for (const Value& w : steps[reader].inputs)
+    if (w != v && step_of[w.node->id()] == self) return -1;
+  return reader;
+}
+
+// The pairs of steps where a value could be recomputed: an elementwise node's value, not returned,
+// computed (through at most kMaxCone elementwise nodes of its step) from inputs of its step that no
+// kernel makes, read outside its step by one other step alone; steps whose product is a GEMM's
+// (`taken`) and steps in a pair already are left alone.
+std::vector<RecomputePair> recompute_pairs(const std::vector<FusedStep>& steps, const std::unordered_set<const Node*>& returned,
+                                           std::vector<bool> taken, const Graph& g) {
+  std::vector<int> step_of(g.id_bound(), -1);
+  for (size_t i = 0; i < steps.size(); ++i)
+    for (const Node* n : steps[i].nodes) step_of[n->id()] = static_cast<int>(i);
+  std::vector<std::vector<int>> members(steps.size());
+  for (size_t i = 0; i < steps.size(); ++i) members[i] = {static_cast<int>(i)};
+  std::vector<RecomputePair> pairs;
+  for (size_t i = 0; i < steps.size(); ++i) {
+    for (const Value& v : steps[i].outputs) {
+      Node* n = v.node;
+      if (taken[i] || returned.count(n)) continue;
+      auto [cone, leaves] = recomputable_cone(n, steps[i], static_cast<int>(i), step_of);
+      const int reader = sole_reader(v, static_cast<int>(i), steps, step_of);
+      if (cone.empty() || reader < 0 || taken[reader] ||
+          !joinable(steps, members, static_cast<int>(i), reader, step_of, g))
+        continue;
+      if (config::log_enabled("fusion"))
+        config::log("fusion", "%" + std::to_string(n->id()) + " (" + std::string(n->info().name) + ") is stored by step " +
+                                  std::to_string(i) + " or recomputed by step " + std::to_string(reader) +
+                                  ": one step with both ways");
+      pairs.push_back({static_cast<int>(i), reader, v, std::move(cone), std::move(leaves)});
+      taken[i] = taken[reader] = true;
+      for (const Node* m : steps[reader].nodes) step_of[m->id()] = static_cast<int>(i);  // one unit from now on
+      members[i].push_back(reader);
+    }
+  }
+  return pairs;
+}
+
+// Where each of `values` is among `all` (RecomputeChoice::kValue for `value`).
+std::vector<int> places(const std::vector<Value>& values, const std::vector<Value>& all, const Value& value) {
+  std::vector<int> at;
+  for (const Value& v : values) {
+    if (v == value) {
+      at.push_back(cpu::RecomputeChoice::kValue);
+      continue;
+    }
+    auto it = std::find(all.begin(), all.end(), v);
+    EMBER_CHECK(it != all.end(), "a kernel of a recompute choice reads a value its step does not have");
+    at.push_back(static_cast<int>(it - all.begin()));
+  }
+  return at;
+}
+
+// The spec of group `nodes` over `domain` storing `outputs`, its inputs into `inputs`; a column
+// kernel where the group folds the dim before the last.
+KernelSpec group_spec(const std::vector<Node*>& nodes, const FusionGroup& group, const std::vector<Value>& outputs,
+                      std::vector<Value>& inputs) {
+  KernelSpec spec = spec_of_group(nodes, group.domain, outputs, inputs);
+  spec.columns = group.folds >= 0 && group.folds == static_cast<int>(group.domain.size()) - 2;
+  return spec;
+}
+
+// The kernels of the recomputing way of `pair`, appended to `specs` (their inputs to `inputs`).
+void add_recompute_specs(RecomputePair& pair, const std::vector<FusionGroup>& groups, const std::vector<FusedStep>& steps,
+                         const std::unordered_map<const Node*, int>& position, std::vector<KernelSpec>& specs,
+                         std::vector<std::vector<Value>>& inputs) {
+  std::vector<Value> kept;
+  for (const Value& v : steps[pair.producer].outputs)
+    if (v != pair.value) kept.push_back(v);
+  if (!kept.empty()) {
+    pair.producer_spec = static_cast<int>(specs.size());
+    inputs.emplace_back();
+    specs.push_back(group_spec(groups[pair.producer].nodes, groups[pair.producer], kept, inputs.back()));
+  }
+  std::vector<Node*> nodes = groups[pair.reader].nodes;
+  nodes.insert(nodes.end(), pair.cone.begin(), pair.cone.end());
+  std::sort(nodes.begin(), nodes.end(), [&](const Node* x, const Node* y) { return position.at(x) < position.at(y); });
+  pair.reader_spec = static_cast<int>(specs.size());
+  inputs.emplace_back();
+  specs.push_back(group_spec(nodes, groups[pair.reader], steps[pair.reader].outputs, inputs.back()));
+}
+
+// Steps p and r of `pair` as one step holding both ways ([Note: recompute or store]).
+FusedStep recompute_choice(const RecomputePair& pair, const std::vector<FusedStep>& steps,
+                           const std::vector<cpu::KernelBuild>& builds, const std::vector<std::vector<Value>>& inputs,
+                           const std::unordered_map<const Node*, int>& position) {
+  const FusedStep &p = steps[pair.producer], &r = steps[pair.reader];
+  FusedStep step;
+  step.nodes = p.nodes;
+  step.nodes.insert(step.nodes.end(), r.nodes.begin(), r.nodes.end());
+  std::sort(step.nodes.begin(), step.nodes.end(),
+            [&](const Node* x, const Node* y) { return position.at(x) < position.at(y); });
+  step.inputs = p.inputs;
+  for (const Value& v : r.inputs)
+    if (v != pair.value && std::find(step.inputs.begin(), step.inputs.end(), v) == step.inputs.end())
+      step.inputs.push_back(v);
+  for (const Value& v : p.outputs)
+    if (v != pair.value) step.outputs.push_back(v);
+  step.outputs.insert(step.outputs.end(), r.outputs.begin(), r.outputs.end());
+  auto part = [&](int spec, const std::vector<Value>& ins, const std::vector<Value>& outs) {
+    return cpu::RecomputeChoice::Part{builds[spec].kernel, places(ins, step.inputs, pair.value), places(outs, step.outputs, pair.value)};
+  };
+  auto ways = std::make_shared<cpu::RecomputeChoice::Ways>();
+  ways->store = {part(pair.producer, p.inputs, p.outputs), part(pair.reader, r.inputs, r.outputs)};
+  if (pair.producer_spec >= 0) {
+    std::vector<Value> kept;
+    for (const Value& v : p.outputs)
+      if (v != pair.value) kept.push_back(v);
+    ways->recompute.push_back(part(pair.producer_spec, inputs[pair.producer_spec], kept));
+  }
+  ways->recompute.push_back(part(pair.reader_spec, inputs[pair.reader_spec], r.outputs));
+  ways->value_dtype = pair.value.type().dtype;
+  for (const Value& in : pair.leaves) ways->value_inputs.push_back(places({in}, step.inputs, pair.value)[0]);
+  step.kernel = std::make_shared<const cpu::RecomputeChoice>(std::move(ways), false);
+  return step;
+}
+
 }  // namespace
 
 std::shared_ptr<Executable> build_cpu_executable(std::unique_ptr<Graph> graph, CodegenStats& stats,
-                                                 bool strict, bool static_buffers, bool gemm_epilogues) {
+                                                 bool strict, bool static_buffers, bool choice_steps) {
   if (config::dump_after("graph"))  // the graph code generation starts from
     config::dump("graph-" + std::to_string(structural_hash(*graph)) + ".ir", print(*graph));
   std::vector<FusedStep> steps;
+  std::vector<FusionGroup> groups;
   std::vector<KernelSpec> specs;
+  std::vector<std::vector<Value>> inputs;  // each spec's inputs
   std::unordered_set<const Node*> returned;
   for (const Value& v : graph->outputs()) returned.insert(v.node);
   if (config::get("EMBER_CODEGEN") != "0" && cpu::jit_available()) {
@@ -118,11 +326,23 @@ std::shared_ptr<Executable> build_cpu_executable(std::unique_ptr<Graph> graph, C
       FusedStep step;
       step.outputs = group_outputs(group, returned);
       if (step.outputs.empty()) continue;  // dead: nothing reads it (DCE keeps only nodes that must run)
-      specs.push_back(spec_of_group(group.nodes, group.domain, step.outputs, step.inputs));
-      specs.back().columns = group.folds >= 0 && group.folds == static_cast<int>(group.domain.size()) - 2;
+      specs.push_back(group_spec(group.nodes, group, step.outputs, step.inputs));
+      inputs.push_back(step.inputs);
       step.nodes.assign(group.nodes.begin(), group.nodes.end());
       steps.push_back(std::move(step));
+      groups.push_back(std::move(group));
     }
+  }
+  std::unordered_map<const Node*, int> position;  // each node's place in the graph
+  if (choice_steps)
+    for (const Node* n : graph->nodes()) position.emplace(n, static_cast<int>(position.size()));
+  std::vector<GemmProduct> products(steps.size());
+  std::vector<RecomputePair> pairs;
+  if (choice_steps) {
+    std::vector<bool> taken(steps.size());
+    for (size_t i = 0; i < steps.size(); ++i) taken[i] = (products[i] = gemm_product(steps[i], specs[i], returned)).input >= 0;
+    pairs = recompute_pairs(steps, returned, taken, *graph);
+    for (RecomputePair& pair : pairs) add_recompute_specs(pair, groups, steps, position, specs, inputs);
   }
   // The kernels of one graph compile in parallel, each thread with its own MLIR context.
   std::vector<cpu::KernelBuild> builds(specs.size());
@@ -136,23 +356,32 @@ std::shared_ptr<Executable> build_cpu_executable(std::unique_ptr<Graph> graph, C
       }
     }
   });
-  std::vector<FusedStep> fused;
-  std::unordered_map<const Node*, int> position;  // each node's place in the graph, for with_gemm
-  if (gemm_epilogues)
-    for (const Node* n : graph->nodes()) position.emplace(n, static_cast<int>(position.size()));
-  for (size_t i = 0; i < steps.size(); ++i) {
+  for (size_t i = 0; i < specs.size(); ++i) {
     if (!errors[i].empty()) {
       if (strict) EMBER_THROW(Internal, errors[i]);
       stats.failures.push_back(errors[i]);
       config::warn("generating a kernel failed; its ops run on the interpreter: " + errors[i]);
       continue;
     }
-    steps[i].kernel = builds[i].kernel;
     stats.compiled += builds[i].compiled;
     stats.from_disk += builds[i].from_disk;
     stats.compile_ms += builds[i].ms;
-    const GemmProduct product = gemm_epilogues ? gemm_product(steps[i], specs[i], returned) : GemmProduct{};
-    fused.push_back(product.input >= 0 ? with_gemm(std::move(steps[i]), product, position) : std::move(steps[i]));
+  }
+  std::vector<FusedStep> fused;
+  std::vector<int> pair_of(steps.size(), -1);
+  for (size_t k = 0; k < pairs.size(); ++k) {
+    const RecomputePair& pair = pairs[k];
+    bool built = true;
+    for (int spec : {pair.producer, pair.reader, pair.producer_spec, pair.reader_spec})
+      built = built && (spec < 0 || errors[spec].empty());
+    if (!built) continue;  // the two steps run apart, as without the choice
+    pair_of[pair.producer] = pair_of[pair.reader] = static_cast<int>(k);
+    fused.push_back(recompute_choice(pair, steps, builds, inputs, position));
+  }
+  for (size_t i = 0; i < steps.size(); ++i) {
+    if (!errors[i].empty() || pair_of[i] >= 0) continue;
+    steps[i].kernel = builds[i].kernel;
+    fused.push_back(products[i].input >= 0 ? with_gemm(std::move(steps[i]), products[i], position) : std::move(steps[i]));
   }
   stats.kernels = static_cast<int>(fused.size());
   return std::make_shared<Executable>(std::move(graph), std::move(fused), static_buffers);

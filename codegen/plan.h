@@ -22,11 +22,13 @@ struct CodegenStats {
 // interpreter. A kernel that fails inside MLIR or LLVM leaves its group to the interpreter,
 // with a warning; `strict` raises the failure as an ember::Error(Internal) instead.
 // `static_buffers`: reduce-overhead's static memory plan (runtime/executable.h).
-// `gemm_epilogues`: a float32 matmul and the kernel that alone reads its product are one step
-// ([Note: GEMM epilogues] in codegen/cpu/gemm_epilogue.h).
+// `choice_steps`: steps that hold more than one way to run, for max-autotune to measure: a float32
+// matmul and the kernel that alone reads its product ([Note: GEMM epilogues] in
+// codegen/cpu/gemm_epilogue.h), and a value stored by one kernel for another or recomputed
+// there ([Note: recompute or store] in codegen/cpu/recompute_choice.h).
 std::shared_ptr<Executable> build_cpu_executable(std::unique_ptr<Graph> graph, CodegenStats& stats,
                                                  bool strict = false, bool static_buffers = false,
-                                                 bool gemm_epilogues = false);
+                                                 bool choice_steps = false);
 
 // Whether the CPU backend can compute this node inside a kernel.
 bool cpu_can_compute(const Node* n);

@@ -189,7 +189,7 @@ std::shared_ptr<const GraphPlan> CompiledState::compile(const Graph& g, GraphInf
   std::shared_ptr<Executable> exec = compile_graph(g, mode, pipeline, options.strict, info);
   std::optional<codegen::AutotuneOptions> autotune;
   if (mode.autotune) autotune = autotune_options(options.autotune_budget_s, options.autotune_search);
-  auto plan = std::make_shared<const GraphPlan>(exec, autotune, options.strict, mode.gemm_epilogues, options.static_plan_mb);
+  auto plan = std::make_shared<const GraphPlan>(exec, autotune, options.strict, mode.choice_steps, options.static_plan_mb);
   results = plan->run(inputs, symbols, &info.allocations);  // under max-autotune: tuned around this call
   plan->describe_live(info);
   info.compile_ms += info.autotune_s * 1e3;

@@ -38,7 +38,7 @@ std::shared_ptr<Executable> compile_graph(const Graph& g, const ModeConfig& mode
   }
   codegen::CodegenStats stats;
   std::shared_ptr<Executable> exec =
-      codegen::build_cpu_executable(std::move(optimised), stats, strict, mode.static_memory_plan, mode.gemm_epilogues);
+      codegen::build_cpu_executable(std::move(optimised), stats, strict, mode.static_memory_plan, mode.choice_steps);
   info.compile_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   describe_ops(exec->graph(), info);
   info.steps = exec->steps();
@@ -131,8 +131,8 @@ std::string bucket_text(const std::vector<int64_t>& key) {
 }  // namespace
 
 GraphPlan::GraphPlan(std::shared_ptr<Executable> exec, std::optional<codegen::AutotuneOptions> autotune, bool strict,
-                     bool gemm_epilogues, std::optional<double> static_plan_mb)
-    : first_(std::move(exec)), autotune_(std::move(autotune)), strict_(strict), gemm_epilogues_(gemm_epilogues) {
+                     bool choice_steps, std::optional<double> static_plan_mb)
+    : first_(std::move(exec)), autotune_(std::move(autotune)), strict_(strict), choice_steps_(choice_steps) {
   if (static_plan_mb) first_->set_held_limit(static_cast<size_t>(*static_plan_mb * 1024.0 * 1024.0));
 }
 
@@ -147,7 +147,7 @@ std::shared_ptr<GraphPlan::Bucket> GraphPlan::bucket_for(const SymbolValues& sym
     b->exec = first_;
   } else {
     codegen::CodegenStats stats;
-    b->exec = codegen::build_cpu_executable(first_->graph().clone(), stats, strict_, first_->static_plan(), gemm_epilogues_);
+    b->exec = codegen::build_cpu_executable(first_->graph().clone(), stats, strict_, first_->static_plan(), choice_steps_);
     b->exec->set_held_limit(first_->held_limit());
   }
   buckets_.emplace(std::move(key), b);

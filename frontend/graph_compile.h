@@ -42,11 +42,11 @@ std::vector<Array> run_and_autotune(Executable& exec, std::span<const Array> inp
 // Thread-safe: calls in a new bucket tune its plan once, while calls in other buckets run.
 class GraphPlan {
  public:
-  // `exec` as compile_graph built it; `autotune` under max-autotune; `gemm_epilogues` the mode's
+  // `exec` as compile_graph built it; `autotune` under max-autotune; `choice_steps` the mode's
   // (ModeConfig), for the plans of other buckets; `static_plan_mb`: the most memory, in MiB, each
   // static plan keeps between calls (Options::static_plan_mb).
   GraphPlan(std::shared_ptr<Executable> exec, std::optional<codegen::AutotuneOptions> autotune, bool strict,
-            bool gemm_epilogues = false, std::optional<double> static_plan_mb = std::nullopt);
+            bool choice_steps = false, std::optional<double> static_plan_mb = std::nullopt);
   std::vector<Array> run(std::span<const Array> inputs, const SymbolValues& symbols, int64_t* allocations = nullptr,
                          const OutputStorages& output_storages = {}) const;
   // The first bucket's plan: every bucket's has the same graph, steps and buffers.
@@ -71,7 +71,7 @@ class GraphPlan {
   std::shared_ptr<Executable> first_;
   std::optional<codegen::AutotuneOptions> autotune_;
   bool strict_;
-  bool gemm_epilogues_;
+  bool choice_steps_;
   mutable std::mutex mu_;
   mutable std::map<std::vector<int64_t>, std::shared_ptr<Bucket>> buckets_;  // by bucket_key
   mutable std::vector<std::shared_ptr<Bucket>> bucket_order_;                 // as reached

@@ -9,7 +9,7 @@ ModeConfig max_autotune_mode() {
   ModeConfig m = reduce_overhead_mode();
   m.name = "max-autotune";
   m.autotune = true;
-  m.gemm_epilogues = true;
+  m.choice_steps = true;
   return m;
 }
 

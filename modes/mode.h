@@ -13,10 +13,11 @@ struct ModeConfig {
   std::vector<std::string> passes;
   bool static_memory_plan = false;  // each shape's buffers kept from call to call (runtime/executable.h)
   bool autotune = false;            // measure each step's ways of running and keep the fastest (codegen/autotune.h)
-  // A float32 GEMM and the kernel that alone reads its product planned as one step, which can run
-  // the kernel inside ember's own GEMM ([Note: GEMM epilogues] in codegen/cpu/gemm_epilogue.h): a
-  // choice for autotune to measure, so only its mode turns it on.
-  bool gemm_epilogues = false;
+  // Steps that hold more than one way to run (codegen/plan.h): a float32 GEMM and the kernel that
+  // alone reads its product, which can run inside ember's own GEMM ([Note: GEMM epilogues]), and a
+  // value stored by one kernel for another or recomputed there ([Note: recompute or store]).
+  // Choices for autotune to measure, so only its mode turns them on.
+  bool choice_steps = false;
 };
 
 ModeConfig default_mode();

@@ -1,7 +1,7 @@
 // A float32 GEMM and the elementwise kernel that reads its product, as one plan step.
 //
 // [Note: GEMM epilogues]
-// Where the mode's record asks for it (ModeConfig::gemm_epilogues: max-autotune), a float32 matmul
+// Where the mode's record asks for it (ModeConfig::choice_steps: max-autotune), a float32 matmul
 // whose product one elementwise kernel alone reads, at every point of that kernel's domain (a
 // linear layer's bias and activation, a residual add), is planned as one step with that kernel,
 // its epilogue (codegen/plan.cpp; the reshapes between that keep the product's rows go in too).

@@ -207,3 +207,37 @@ def test_gemm_epilogue_steps_at_the_edges(tmp_path, monkeypatch, capfd, case):
     log = capfd.readouterr().err
     assert re.search(r"gemm\+\S+: gemm=generated: ", log), log[-2000:]  # the epilogue inside ran
     assert "rejected" not in log, log[-2000:]
+
+
+@pytest.mark.parametrize("case", ["rows_and_columns", "broadcast_scale", "softmax_and_column_sum", "dynamic", "aliased"])
+def test_a_value_stored_or_recomputed_is_measured_both_ways(tmp_path, monkeypatch, capfd, case):
+    """[Note: recompute or store]: a value one kernel stores for one other (x * x read by a row
+    sum and a column sum) is one step under max-autotune, which times it stored and recomputed
+    ("recompute=1") and rejects a way that differs from the default (none may); the values are
+    eager's whichever wins, in this call and the next."""
+    monkeypatch.setenv("EMBER_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("EMBER_LOG", "autotune")
+    torch.manual_seed(0)
+    x = torch.rand(96, 130) + 0.5
+    fns = {
+        "rows_and_columns": (lambda t: ((t * t).sum(-1), (t * t).sum(0)), (x,)),
+        "broadcast_scale": (lambda a, b, t: (t / t.sum(-1, keepdim=True)) * (a * b),
+                            (torch.randn(1, 130), torch.randn(1, 130), x)),
+        "softmax_and_column_sum": (lambda t, b: (torch.softmax(t + b, -1), (t + b).sum(0)), (x, torch.randn(130))),
+        "dynamic": (lambda t: ((t * 2 + 1).amax(-1), (t * 2 + 1).amin(0)), (x,)),  # a chain of two
+        "aliased": (lambda t, u: ((t * u).sum(-1), (t * u).sum(0)), (x, x)),  # one tensor twice
+    }
+    fn, args = fns[case]
+    torch._dynamo.reset()
+    compiled = ember.compile(fn, mode="max-autotune", dynamic=case == "dynamic",
+                             options={"autotune_budget_s": 1.0, "autotune_search": "exhaustive"})
+    with torch.no_grad():
+        for call in range(2):
+            torch.testing.assert_close(compiled(*args), fn(*args), rtol=1e-4, atol=1e-4)
+        if case == "dynamic":
+            for rows in (1, 7, 300):
+                y = torch.rand(rows, 130) - 0.5
+                torch.testing.assert_close(compiled(y), fn(y), rtol=1e-4, atol=1e-4)
+    log = capfd.readouterr().err
+    assert re.search(r"store\(\S+.*: recompute=1: ", log), log[-2000:]
+    assert "rejected" not in log, log[-2000:]

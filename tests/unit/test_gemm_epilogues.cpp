@@ -32,9 +32,9 @@ std::vector<Array> random_inputs(const Graph& g) {
 }
 
 // The plan of `ir` with GEMM epilogues, and how many of its steps are GemmEpilogue steps.
-std::shared_ptr<Executable> plan(const std::string& ir, int& epilogues, bool gemm_epilogues = true) {
+std::shared_ptr<Executable> plan(const std::string& ir, int& epilogues, bool choice_steps = true) {
   codegen::CodegenStats stats;
-  auto exec = codegen::build_cpu_executable(parse_graph(ir), stats, /*strict=*/true, false, gemm_epilogues);
+  auto exec = codegen::build_cpu_executable(parse_graph(ir), stats, /*strict=*/true, false, choice_steps);
   epilogues = 0;
   for (int i = 0; i < exec->steps(); ++i)
     epilogues += dynamic_cast<const codegen::cpu::GemmEpilogue*>(exec->step_kernel(i).get()) != nullptr;
@@ -87,7 +87,7 @@ TEST_CASE("gemm epilogues: a linear layer's bias and GELU are its GEMM's epilogu
     for (GemmTile tile : {GemmTile{12, 32}, GemmTile{8, 48}})  // the pieces of other tiles
       check_values(kLinearGelu, plan(kLinearGelu, epilogues), StepSettings{.gemm = GemmRoute::Generated, .tile = tile});
   }
-  plan(kLinearGelu, epilogues, /*gemm_epilogues=*/false);
+  plan(kLinearGelu, epilogues, /*choice_steps=*/false);
   REQUIRE(epilogues == 0);  // only where the mode asks
 }
 

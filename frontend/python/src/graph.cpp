@@ -102,7 +102,7 @@ class CompiledGraph {
     std::shared_ptr<Executable> exec = compile_graph(g.graph(), mode, pipeline, strict, info_);
     std::optional<codegen::AutotuneOptions> autotune;
     if (mode.autotune) autotune = autotune_options(autotune_budget_s, autotune_search);
-    plan_ = std::make_shared<const GraphPlan>(std::move(exec), autotune, strict, mode.gemm_epilogues, static_plan_mb);
+    plan_ = std::make_shared<const GraphPlan>(std::move(exec), autotune, strict, mode.choice_steps, static_plan_mb);
     info_.hash = structural_hash(g.graph());
   }
 

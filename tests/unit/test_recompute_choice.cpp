@@ -1,0 +1,233 @@
+// A value one kernel stores for another, or recomputes there ([Note: recompute or store] in
+// codegen/cpu/recompute_choice.h): which pairs of steps become one step with both ways, that
+// both ways compute what the interpreter does, and that max-autotune measures them.
+#include <ember/ember.h>
+
+#include <unistd.h>
+
+#include <cmath>
+#include <filesystem>
+#include <random>
+
+#include "codegen/cpu/jit.h"
+#include "codegen/cpu/recompute_choice.h"
+#include "codegen/plan.h"
+#include "runtime/interpreter.h"
+#include "runtime/thread_pool.h"
+#include "tests/catch.h"
+#include "tests/unit/helpers.h"
+
+using namespace ember;
+using codegen::cpu::RecomputeChoice;
+
+namespace {
+
+std::vector<Array> random_inputs(const Graph& g) {
+  std::mt19937 rng(5);
+  std::normal_distribution<float> normal;
+  std::vector<Array> inputs;
+  for (Node* in : g.inputs()) {
+    std::vector<int64_t> shape;
+    for (const Dim& d : in->type().shape) shape.push_back(d.value());
+    Array a = Array::empty(DType::Float32, shape);
+    for (int64_t i = 0; i < a.numel(); ++i) a.data_as<float>()[i] = normal(rng);
+    inputs.push_back(a);
+  }
+  return inputs;
+}
+
+struct Planned {
+  std::shared_ptr<Executable> exec;
+  int choices = 0;  // RecomputeChoice steps
+  int choice_step = -1;
+};
+
+Planned plan(const std::string& ir, bool choice_steps = true) {
+  codegen::CodegenStats stats;
+  Planned p{codegen::build_cpu_executable(parse_graph(ir), stats, /*strict=*/true, false, choice_steps)};
+  for (int i = 0; i < p.exec->steps(); ++i)
+    if (dynamic_cast<const RecomputeChoice*>(p.exec->step_kernel(i).get())) ++p.choices, p.choice_step = i;
+  return p;
+}
+
+// Runs `ir`'s plan with its choice step storing, then recomputing, against the interpreter;
+// returns how many kernels each way ran.
+std::vector<size_t> check_both_ways(const std::string& ir) {
+  std::vector<size_t> ways;
+  auto g = parse_graph(ir);
+  std::vector<Array> inputs = random_inputs(*g);
+  std::vector<Array> want = run_graph(*g, inputs, {});
+  for (const char* way : {"", "recompute=1"}) {
+    Planned p = plan(ir);
+    REQUIRE(p.choices == 1);
+    auto step = p.exec->step_kernel(p.choice_step);
+    REQUIRE(step->knobs().size() == 1);
+    auto chosen = step->with(way);
+    p.exec->set_step(p.choice_step, chosen, {});
+    ways.push_back(dynamic_cast<const RecomputeChoice&>(*chosen).kernels());
+    std::vector<Array> got = p.exec->run(inputs, {});
+    REQUIRE(got.size() == want.size());
+    for (size_t o = 0; o < want.size(); ++o) {
+      REQUIRE(want[o].shape() == got[o].shape());
+      for (int64_t i = 0; i < want[o].numel(); ++i) {
+        INFO("way '" << way << "' output " << o << " element " << i);
+        REQUIRE(std::abs(want[o].get(i) - got[o].get(i)) <= 1e-4 * (1 + std::abs(want[o].get(i))));
+      }
+    }
+  }
+  return ways;
+}
+
+// x * x (from an input) read by a row sum in its own group and by a column sum in another.
+const char* kRowsAndColumns = R"(graph(%0: f32[40, 70]) {
+  %1 = mul(%0, %0) : f32[40, 70]
+  %2 = sum(%1) {axes=[1], keepdim=true} : f32[40, 1]
+  %3 = sum(%1) {axes=[0], keepdim=true} : f32[1, 70]
+  return %2, %3
+})";
+
+}  // namespace
+
+TEST_CASE("recompute or store: a value one group stores for one other is a choice step, only where asked",
+          "[codegen][recompute]") {
+  if (!codegen::cpu::jit_available()) return;
+  Planned p = plan(kRowsAndColumns);
+  REQUIRE(p.choices == 1);
+  REQUIRE(p.exec->kernel_steps() == 1);  // the two kernels are one step
+  auto knobs = p.exec->step_kernel(p.choice_step)->knobs();
+  REQUIRE(knobs.size() == 1);
+  CHECK(knobs[0].name == "recompute");
+  CHECK(knobs[0].options == std::vector<int64_t>{0, 1});
+  auto recomputing = p.exec->step_kernel(p.choice_step)->with("recompute=1");
+  CHECK(recomputing->knobs()[0].options == std::vector<int64_t>{1, 0});  // option 0: its own way
+  CHECK_THROWS_AS(recomputing->with("recompute=2"), Error);
+  CHECK(plan(kRowsAndColumns, /*choice_steps=*/false).choices == 0);
+  check_both_ways(kRowsAndColumns);
+}
+
+TEST_CASE("recompute or store: both ways compute the interpreter's values", "[codegen][recompute]") {
+  if (!codegen::cpu::jit_available()) return;
+  const char* cases[] = {
+      // The value is its group's only output: recomputing drops that kernel. A per-column scale
+      // of two inputs, read broadcast by a kernel over the whole domain.
+      R"(graph(%0: f32[1, 70], %1: f32[1, 70], %2: f32[40, 70]) {
+  %3 = mul(%0, %1) : f32[1, 70]
+  %4 = sum(%2) {axes=[1], keepdim=true} : f32[40, 1]
+  %5 = div(%2, %4) : f32[40, 70]
+  %6 = mul(%5, %3) : f32[40, 70]
+  return %6
+})",
+      // Two outputs besides the value (a row group), the value read by a column group, with a
+      // broadcast input and a 3-d domain.
+      R"(graph(%0: f32[3, 20, 33], %1: f32[33]) {
+  %2 = add(%0, %1) : f32[3, 20, 33]
+  %3 = max(%2) {axes=[2], keepdim=true} : f32[3, 20, 1]
+  %4 = sub(%2, %3) : f32[3, 20, 33]
+  %5 = sum(%2) {axes=[1], keepdim=true} : f32[3, 1, 33]
+  return %4, %5
+})",
+      // computed through its group's nodes (the reader computes exp(x) too), one also stored
+      R"(graph(%0: f32[40, 70]) {
+  %1 = exp(%0) : f32[40, 70]
+  %2 = mul(%1, %1) : f32[40, 70]
+  %3 = sum(%2) {axes=[1], keepdim=true} : f32[40, 1]
+  %4 = sum(%2) {axes=[0], keepdim=true} : f32[1, 70]
+  %5 = neg(%1) : f32[40, 70]
+  return %3, %4, %5
+})",
+      kRowsAndColumns};
+  const std::vector<size_t> kernels[] = {{2, 1}, {2, 2}, {2, 2}, {2, 2}};  // storing, recomputing
+  for (size_t c = 0; c < std::size(cases); ++c) {
+    INFO(cases[c]);
+    for (int threads : {1, 3}) {
+      ThreadCountForCall count(threads);
+      CHECK(check_both_ways(cases[c]) == kernels[c]);
+    }
+  }
+}
+
+TEST_CASE("recompute or store: a value with another reader, returned, or made by a kernel stays stored",
+          "[codegen][recompute]") {
+  if (!codegen::cpu::jit_available()) return;
+  const char* cases[] = {
+      // returned as well
+      R"(graph(%0: f32[40, 70]) {
+  %1 = mul(%0, %0) : f32[40, 70]
+  %2 = sum(%1) {axes=[1], keepdim=true} : f32[40, 1]
+  %3 = sum(%1) {axes=[0], keepdim=true} : f32[1, 70]
+  return %2, %3, %1
+})",
+      // read by the interpreter too (a matmul)
+      R"(graph(%0: f32[40, 70], %1: f32[70, 5]) {
+  %2 = mul(%0, %0) : f32[40, 70]
+  %3 = sum(%2) {axes=[1], keepdim=true} : f32[40, 1]
+  %4 = sum(%2) {axes=[0], keepdim=true} : f32[1, 70]
+  %5 = matmul(%2, %1) : f32[40, 5]
+  return %3, %4, %5
+})",
+      // the reader reads another value of the producer's too (joined, the step would read
+      // its own output: a batch norm's scale and shift in ResNet-50 made a cycle so)
+      R"(graph(%0: f32[1, 70], %1: f32[40, 70]) {
+  %2 = mul(%0, %0) : f32[1, 70]
+  %3 = sum(%2) {axes=[1], keepdim=true} : f32[1, 1]
+  %4 = mul(%1, %2) : f32[40, 70]
+  %5 = add(%4, %3) : f32[40, 70]
+  return %5
+})",
+      // computed from a reduction of its own group
+      R"(graph(%0: f32[40, 70]) {
+  %1 = max(%0) {axes=[1], keepdim=true} : f32[40, 1]
+  %2 = sub(%0, %1) : f32[40, 70]
+  %3 = sum(%2) {axes=[1], keepdim=true} : f32[40, 1]
+  %4 = sum(%2) {axes=[0], keepdim=true} : f32[1, 70]
+  return %3, %4
+})",
+      // through more elementwise nodes than kMaxCone
+      R"(graph(%0: f32[40, 70]) {
+  %1 = exp(%0) : f32[40, 70]
+  %2 = exp(%1) : f32[40, 70]
+  %3 = exp(%2) : f32[40, 70]
+  %4 = exp(%3) : f32[40, 70]
+  %5 = exp(%4) : f32[40, 70]
+  %6 = exp(%5) : f32[40, 70]
+  %7 = exp(%6) : f32[40, 70]
+  %8 = exp(%7) : f32[40, 70]
+  %9 = neg(%8) : f32[40, 70]
+  %10 = sum(%9) {axes=[1], keepdim=true} : f32[40, 1]
+  %11 = sum(%9) {axes=[0], keepdim=true} : f32[1, 70]
+  return %10, %11
+})"};
+  for (const char* ir : cases) {
+    INFO(ir);
+    Planned p = plan(ir);
+    CHECK(p.choices == 0);
+  }
+}
+
+TEST_CASE("recompute or store: max-autotune measures both ways and its choice computes the same",
+          "[codegen][recompute][autotune]") {
+  if (!codegen::cpu::jit_available()) return;
+  test::ScopedEnv cache("EMBER_CACHE_DIR", (std::string("/tmp/ember-recompute-") + std::to_string(getpid())).c_str());
+  Tensor x = uniform({300, 500}, 3, -1, 1);
+  auto fn = [](const Tensor& t) {
+    Tensor y = t * t;
+    return std::vector<Tensor>{sum(y, {1}, true), sum(y, {0}, true)};
+  };
+  auto f = compile(fn, Options{.mode = "max-autotune", .autotune_budget_s = 2.0, .autotune_search = "exhaustive"});
+  auto want = fn(x);
+  for (int call = 0; call < 2; ++call) {  // the tuning call, then the tuned plan
+    auto got = f(x);
+    test::check_close(got[0], want[0], 1e-4, 1e-5);
+    test::check_close(got[1], want[1], 1e-4, 1e-5);
+  }
+  const GraphInfo g = f.report().graphs.at(0);
+  bool measured = false;
+  for (const TuningRecord& t : g.tuning)
+    if (t.name.rfind("store(", 0) == 0) {
+      measured = true;
+      CHECK(t.rejected == 0);
+      CHECK(t.timed >= 1);  // recompute=1, at least
+    }
+  CHECK(measured);
+  std::filesystem::remove_all(std::string("/tmp/ember-recompute-") + std::to_string(getpid()));
+}
