@@ -3,19 +3,22 @@
 // [Note: recompute or store]
 // The fuser puts an elementwise node in the group of its producers, and when a second group (of
 // another domain, or one that could not join) reads its value too, the first group stores it
-// and the second reads it back. Where the value is computed (through at most a few elementwise
-// nodes of its group) from values no kernel makes (graph inputs, constants, an interpreter
+// and the second reads it back. Where the value is computed (through at most 8 elementwise nodes
+// of its group) from values no kernel makes (graph inputs, constants, an interpreter
 // step's results), the reader could compute it again from those instead: that saves the value's write and read, and a whole kernel where the value was
 // its group's only output, at the cost of its arithmetic done twice and its inputs read by both.
 // Which is faster depends on the op, the shapes and the machine, so under ModeConfig::choice_steps
 // (max-autotune) such a pair of groups is one step holding both ways, each a list of kernels:
 //   store (the default, what the two steps ran): the producer's kernel, its value written to
-//     the step's scratch, then the reader's kernel reading it;
+//     the step's scratch (the calling thread's, kept from call to call, so that a steady-state
+//     call allocates nothing: one buffer a thread, as large as the largest value it stored),
+//     then the reader's kernel reading it;
 //   recompute ("recompute=1"): the producer's kernel without the value among its outputs (no
 //     kernel at all when it was the only one), then the reader's kernel with the value's node
 //     among its own nodes, reading the value's inputs.
-// max-autotune measures both on the step's inputs and keeps the faster (codegen/plan.cpp finds
-// the pairs; the value must have no other reader and not be returned).
+// max-autotune measures both on the step's inputs, each with its kernels' own knobs (lanes,
+// grain, ...), and keeps the fastest (codegen/plan.cpp finds the pairs; the value must have no
+// other reader and not be returned).
 #pragma once
 
 #include <memory>
@@ -37,20 +40,23 @@ class RecomputeChoice : public KernelStep {
   struct Ways {
     std::vector<Part> store, recompute;
     DType value_dtype = DType::Float32;
-    std::vector<int> value_inputs;  // the step's inputs the value is computed from: its shape's
+    std::vector<int> value_inputs;  // the step's inputs the value is computed from (its shape is theirs, broadcast)
   };
-  RecomputeChoice(std::shared_ptr<const Ways> ways, bool recompute);
+  RecomputeChoice(Ways ways, bool recompute);
 
   void run(std::span<const Array> inputs, std::span<const Array> outputs) const override;
+  // "store-or-recompute(k1+k2 | k3+k4)": the same whichever way it takes (the tuning database's key).
   std::string name() const override;
+  // "recompute", and each kernel's own knobs, named "s0.lanes" (the storing way's first kernel)
+  // or "r1.grain" (the recomputing way's second), each tried only beside its way.
   std::vector<Knob> knobs() const override;
   std::shared_ptr<const KernelStep> with(const std::string& choice) const override;
   bool recomputes() const { return recompute_; }
   // The kernels its way runs.
-  size_t kernels() const { return (recompute_ ? ways_->recompute : ways_->store).size(); }
+  size_t kernels() const { return (recompute_ ? ways_.recompute : ways_.store).size(); }
 
  private:
-  std::shared_ptr<const Ways> ways_;
+  Ways ways_;
   bool recompute_;
 };
 

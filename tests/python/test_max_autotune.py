@@ -239,5 +239,5 @@ def test_a_value_stored_or_recomputed_is_measured_both_ways(tmp_path, monkeypatc
                 y = torch.rand(rows, 130) - 0.5
                 torch.testing.assert_close(compiled(y), fn(y), rtol=1e-4, atol=1e-4)
     log = capfd.readouterr().err
-    assert re.search(r"store\(\S+.*: recompute=1: ", log), log[-2000:]
+    assert re.search(r"store-or-recompute\(\S+.*: recompute=1[ :]", log), log[-2000:]
     assert "rejected" not in log, log[-2000:]

@@ -93,3 +93,25 @@ TEST_CASE("a plan's call allocates per buffer and per call, not per step", "[run
   // Ten times the steps may cost a few more buffers, not ten times the allocations.
   CHECK(per_call < 2 * per_call_one + 10);
 }
+
+TEST_CASE("a value stored for another kernel allocates no scratch per call", "[runtime][per-call][recompute]") {
+  // [Note: recompute or store]: under max-autotune x * x, read by a row sum and a column sum,
+  // is one step that stores it in the calling thread's scratch, kept from call to call; with no
+  // tuning budget it keeps that way. Its steady call allocates no more than reduce-overhead's,
+  // which runs the two kernels as two steps with the value in a plan buffer.
+  Tensor x = uniform({64, 96}, 3);
+  auto fn = [](const Tensor& t) {
+    Tensor y = t * t;
+    return std::vector<Tensor>{sum(y, {1}, true), sum(y, {0}, true)};
+  };
+  int64_t per_call[2];
+  for (int m = 0; m < 2; ++m) {
+    auto f = compile(fn, Options{.mode = m ? "max-autotune" : "reduce-overhead", .autotune_budget_s = 0.0});
+    (void)f(x);
+    (void)f(x);
+    per_call[m] = allocations_of([&] { (void)f(x); });
+    CHECK(f.report().graphs.at(0).kernels == (m ? 1 : 2));  // the two kernels as one step, or two
+  }
+  CAPTURE(per_call[0], per_call[1]);
+  CHECK(per_call[1] <= per_call[0]);
+}

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <filesystem>
 #include <random>
+#include <set>
 
 #include "codegen/cpu/jit.h"
 #include "codegen/cpu/recompute_choice.h"
@@ -57,11 +58,14 @@ std::vector<size_t> check_both_ways(const std::string& ir) {
   auto g = parse_graph(ir);
   std::vector<Array> inputs = random_inputs(*g);
   std::vector<Array> want = run_graph(*g, inputs, {});
-  for (const char* way : {"", "recompute=1"}) {
+  // Each way as built, then with the last knob of each of its kernels at its second option.
+  std::vector<std::string> choices{"", "recompute=1", "recompute=0", "recompute=1"};
+  for (const Knob& k : plan(ir).exec->step_kernel(plan(ir).choice_step)->knobs())
+    if (k.name != "recompute") choices[k.name[0] == 'r' ? 3 : 2] += " " + k.name + "=" + std::to_string(k.options[1]);
+  for (const std::string& way : choices) {
     Planned p = plan(ir);
     REQUIRE(p.choices == 1);
     auto step = p.exec->step_kernel(p.choice_step);
-    REQUIRE(step->knobs().size() == 1);
     auto chosen = step->with(way);
     p.exec->set_step(p.choice_step, chosen, {});
     ways.push_back(dynamic_cast<const RecomputeChoice&>(*chosen).kernels());
@@ -95,12 +99,23 @@ TEST_CASE("recompute or store: a value one group stores for one other is a choic
   REQUIRE(p.choices == 1);
   REQUIRE(p.exec->kernel_steps() == 1);  // the two kernels are one step
   auto knobs = p.exec->step_kernel(p.choice_step)->knobs();
-  REQUIRE(knobs.size() == 1);
+  REQUIRE(knobs.size() > 1);
   CHECK(knobs[0].name == "recompute");
   CHECK(knobs[0].options == std::vector<int64_t>{0, 1});
+  // Each kernel's own knobs, tried only beside its way: s0.lanes, r1.fold_block, ...
+  std::set<std::string> names;
+  for (size_t k = 1; k < knobs.size(); ++k) {
+    names.insert(knobs[k].name);
+    CHECK(knobs[k].only_with == "recompute");
+    CHECK(knobs[k].only_value == (knobs[k].name[0] == 'r' ? 1 : 0));
+  }
+  CHECK(names.count("s0.lanes"));
+  CHECK(names.count("r0.fold_block"));
   auto recomputing = p.exec->step_kernel(p.choice_step)->with("recompute=1");
   CHECK(recomputing->knobs()[0].options == std::vector<int64_t>{1, 0});  // option 0: its own way
-  CHECK_THROWS_AS(recomputing->with("recompute=2"), Error);
+  CHECK(recomputing->name() == p.exec->step_kernel(p.choice_step)->name());  // one key for both ways
+  for (const char* bad : {"recompute=2", "x0.lanes=32", "s9.lanes=32", "s.lanes=32", "s0.nosuch=1", "lanes=32"})
+    CHECK_THROWS_AS(recomputing->with(bad), Error);
   CHECK(plan(kRowsAndColumns, /*choice_steps=*/false).choices == 0);
   check_both_ways(kRowsAndColumns);
 }
@@ -136,7 +151,7 @@ TEST_CASE("recompute or store: both ways compute the interpreter's values", "[co
   return %3, %4, %5
 })",
       kRowsAndColumns};
-  const std::vector<size_t> kernels[] = {{2, 1}, {2, 2}, {2, 2}, {2, 2}};  // storing, recomputing
+  const std::vector<size_t> kernels[] = {{2, 1, 2, 1}, {2, 2, 2, 2}, {2, 2, 2, 2}, {2, 2, 2, 2}};  // each way
   for (size_t c = 0; c < std::size(cases); ++c) {
     INFO(cases[c]);
     for (int threads : {1, 3}) {
@@ -173,6 +188,16 @@ TEST_CASE("recompute or store: a value with another reader, returned, or made by
   %4 = mul(%1, %2) : f32[40, 70]
   %5 = add(%4, %3) : f32[40, 70]
   return %5
+})",
+      // a constant that a pow reads as its exponent (held in the kernel's text there, read
+      // as an input by a kernel that recomputed the value: pow computed two ways)
+      R"(graph(%0: f32[40, 70]) {
+  %1 = constant() {value=f32[3.0]} : f32[]
+  %2 = mul(%0, %1) : f32[40, 70]
+  %3 = sum(%2) {axes=[1], keepdim=true} : f32[40, 1]
+  %4 = sum(%2) {axes=[0], keepdim=true} : f32[1, 70]
+  %5 = pow(%4, %1) : f32[1, 70]
+  return %3, %5
 })",
       // computed from a reduction of its own group
       R"(graph(%0: f32[40, 70]) {
@@ -223,7 +248,7 @@ TEST_CASE("recompute or store: max-autotune measures both ways and its choice co
   const GraphInfo g = f.report().graphs.at(0);
   bool measured = false;
   for (const TuningRecord& t : g.tuning)
-    if (t.name.rfind("store(", 0) == 0) {
+    if (t.name.rfind("store-or-recompute(", 0) == 0) {
       measured = true;
       CHECK(t.rejected == 0);
       CHECK(t.timed >= 1);  // recompute=1, at least
