@@ -90,13 +90,18 @@ GemmProduct gemm_product(const FusedStep& step, const KernelSpec& spec, const st
   return {};
 }
 
+// `nodes` sorted by their place in the graph (`position`).
+template <class N>
+void in_graph_order(std::vector<N*>& nodes, const std::unordered_map<const Node*, int>& position) {
+  std::sort(nodes.begin(), nodes.end(), [&](const Node* x, const Node* y) { return position.at(x) < position.at(y); });
+}
+
 // The step with the GEMM of `product` taken in: its nodes (in graph order, `position` each node's
 // place in the graph), A and B first among its inputs, the kernel a GemmEpilogue.
 FusedStep with_gemm(FusedStep step, const GemmProduct& product, const std::unordered_map<const Node*, int>& position) {
   const Node* gemm = product.nodes.back();
   step.nodes.insert(step.nodes.end(), product.nodes.begin(), product.nodes.end());
-  std::sort(step.nodes.begin(), step.nodes.end(),
-            [&](const Node* x, const Node* y) { return position.at(x) < position.at(y); });
+  in_graph_order(step.nodes, position);
   step.inputs.erase(step.inputs.begin() + product.input);
   step.inputs.insert(step.inputs.begin(), {gemm->inputs()[0], gemm->inputs()[1]});
   auto kernel = std::dynamic_pointer_cast<const cpu::CpuKernel>(step.kernel);
@@ -114,11 +119,9 @@ struct RecomputePair {
                             // producer's it is computed from
   std::vector<Value> leaves;  // what the cone reads: values no kernel makes
   int producer_spec = -1, reader_spec = -1;  // the kernels of the recomputing way (-1: none)
+  std::vector<Value> producer_inputs, reader_inputs;  // what those kernels read
 };
 
-// The value's node and the nodes of its step it is computed from, when all are elementwise and
-// at most kMaxCone, and what they read is inputs of the step that no kernel makes; with those
-// inputs. Empty otherwise.
 constexpr size_t kMaxCone = 8;
 
 // Whether v is a constant that some pow reads as its exponent: a kernel specialises on those
@@ -130,6 +133,10 @@ bool is_exponent(const Value& v) {
     if (u.user && u.user->op == Op::Pow && u.operand == 1) return true;
   return false;
 }
+
+// The value's node and the nodes of its step it is computed from, when all are elementwise and
+// at most kMaxCone, and what they read is inputs of the step that no kernel makes; with those
+// inputs. Empty otherwise.
 std::pair<std::vector<Node*>, std::vector<Value>> recomputable_cone(Node* value, const FusedStep& step, int self,
                                                                     const std::vector<int>& step_of) {
   std::vector<Node*> cone, stack{value};
@@ -222,11 +229,10 @@ std::vector<RecomputePair> recompute_pairs(const std::vector<FusedStep>& steps, 
     for (const Value& v : steps[i].outputs) {
       Node* n = v.node;
       if (taken[i] || returned.count(n)) continue;
-      auto [cone, leaves] = recomputable_cone(n, steps[i], static_cast<int>(i), step_of);
       const int reader = sole_reader(v, static_cast<int>(i), steps, step_of);
-      if (cone.empty() || reader < 0 || taken[reader] ||
-          !joinable(steps, members, static_cast<int>(i), reader, step_of, g))
-        continue;
+      if (reader < 0 || taken[reader]) continue;
+      auto [cone, leaves] = recomputable_cone(n, steps[i], static_cast<int>(i), step_of);
+      if (cone.empty() || !joinable(steps, members, static_cast<int>(i), reader, step_of, g)) continue;
       if (config::log_enabled("fusion"))
         config::log("fusion", "%" + std::to_string(n->id()) + " (" + std::string(n->info().name) + ") is stored by step " +
                                   std::to_string(i) + " or recomputed by step " + std::to_string(reader) +
@@ -272,34 +278,30 @@ std::vector<Value> outputs_but(const FusedStep& step, const Value& value) {
   return kept;
 }
 
-// The kernels of the recomputing way of `pair`, appended to `specs` (their inputs to `inputs`).
+// The kernels of the recomputing way of `pair`, appended to `specs`.
 void add_recompute_specs(RecomputePair& pair, const std::vector<FusionGroup>& groups, const std::vector<FusedStep>& steps,
-                         const std::unordered_map<const Node*, int>& position, std::vector<KernelSpec>& specs,
-                         std::vector<std::vector<Value>>& inputs) {
+                         const std::unordered_map<const Node*, int>& position, std::vector<KernelSpec>& specs) {
   const std::vector<Value> kept = outputs_but(steps[pair.producer], pair.value);
   if (!kept.empty()) {
     pair.producer_spec = static_cast<int>(specs.size());
-    inputs.emplace_back();
-    specs.push_back(group_spec(groups[pair.producer].nodes, groups[pair.producer], kept, inputs.back()));
+    specs.push_back(group_spec(groups[pair.producer].nodes, groups[pair.producer], kept, pair.producer_inputs));
   }
   std::vector<Node*> nodes = groups[pair.reader].nodes;
   nodes.insert(nodes.end(), pair.cone.begin(), pair.cone.end());
-  std::sort(nodes.begin(), nodes.end(), [&](const Node* x, const Node* y) { return position.at(x) < position.at(y); });
+  in_graph_order(nodes, position);
   pair.reader_spec = static_cast<int>(specs.size());
-  inputs.emplace_back();
-  specs.push_back(group_spec(nodes, groups[pair.reader], steps[pair.reader].outputs, inputs.back()));
+  specs.push_back(group_spec(nodes, groups[pair.reader], steps[pair.reader].outputs, pair.reader_inputs));
 }
 
 // Steps p and r of `pair` as one step holding both ways ([Note: recompute or store]).
 FusedStep recompute_choice(const RecomputePair& pair, const std::vector<FusedStep>& steps,
-                           const std::vector<cpu::KernelBuild>& builds, const std::vector<std::vector<Value>>& inputs,
+                           const std::vector<cpu::KernelBuild>& builds,
                            const std::unordered_map<const Node*, int>& position) {
   const FusedStep &p = steps[pair.producer], &r = steps[pair.reader];
   FusedStep step;
   step.nodes = p.nodes;
   step.nodes.insert(step.nodes.end(), r.nodes.begin(), r.nodes.end());
-  std::sort(step.nodes.begin(), step.nodes.end(),
-            [&](const Node* x, const Node* y) { return position.at(x) < position.at(y); });
+  in_graph_order(step.nodes, position);
   step.inputs = p.inputs;
   for (const Value& v : r.inputs)
     if (v != pair.value && std::find(step.inputs.begin(), step.inputs.end(), v) == step.inputs.end())
@@ -312,8 +314,8 @@ FusedStep recompute_choice(const RecomputePair& pair, const std::vector<FusedSte
   cpu::RecomputeChoice::Ways ways;
   ways.store = {part(pair.producer, p.inputs, p.outputs), part(pair.reader, r.inputs, r.outputs)};
   if (pair.producer_spec >= 0)
-    ways.recompute.push_back(part(pair.producer_spec, inputs[pair.producer_spec], outputs_but(p, pair.value)));
-  ways.recompute.push_back(part(pair.reader_spec, inputs[pair.reader_spec], r.outputs));
+    ways.recompute.push_back(part(pair.producer_spec, pair.producer_inputs, outputs_but(p, pair.value)));
+  ways.recompute.push_back(part(pair.reader_spec, pair.reader_inputs, r.outputs));
   ways.value_dtype = pair.value.type().dtype;
   for (const Value& in : pair.leaves) ways.value_inputs.push_back(places({in}, step.inputs, pair.value)[0]);
   step.kernel = std::make_shared<const cpu::RecomputeChoice>(std::move(ways), false);
@@ -329,7 +331,6 @@ std::shared_ptr<Executable> build_cpu_executable(std::unique_ptr<Graph> graph, C
   std::vector<FusedStep> steps;
   std::vector<FusionGroup> groups;
   std::vector<KernelSpec> specs;
-  std::vector<std::vector<Value>> inputs;  // each spec's inputs
   std::unordered_set<const Node*> returned;
   for (const Value& v : graph->outputs()) returned.insert(v.node);
   if (config::get("EMBER_CODEGEN") != "0" && cpu::jit_available()) {
@@ -338,7 +339,6 @@ std::shared_ptr<Executable> build_cpu_executable(std::unique_ptr<Graph> graph, C
       step.outputs = group_outputs(group, returned);
       if (step.outputs.empty()) continue;  // dead: nothing reads it (DCE keeps only nodes that must run)
       specs.push_back(group_spec(group.nodes, group, step.outputs, step.inputs));
-      inputs.push_back(step.inputs);
       step.nodes.assign(group.nodes.begin(), group.nodes.end());
       steps.push_back(std::move(step));
       groups.push_back(std::move(group));
@@ -353,7 +353,7 @@ std::shared_ptr<Executable> build_cpu_executable(std::unique_ptr<Graph> graph, C
     std::vector<bool> taken(steps.size());
     for (size_t i = 0; i < steps.size(); ++i) taken[i] = (products[i] = gemm_product(steps[i], specs[i], returned)).input >= 0;
     pairs = recompute_pairs(steps, returned, taken, *graph);
-    for (RecomputePair& pair : pairs) add_recompute_specs(pair, groups, steps, position, specs, inputs);
+    for (RecomputePair& pair : pairs) add_recompute_specs(pair, groups, steps, position, specs);
   }
   // The kernels of one graph compile in parallel, each thread with its own MLIR context.
   std::vector<cpu::KernelBuild> builds(specs.size());
@@ -383,18 +383,17 @@ std::shared_ptr<Executable> build_cpu_executable(std::unique_ptr<Graph> graph, C
     stats.compile_ms += builds[i].ms;
   }
   std::vector<FusedStep> fused;
-  std::vector<int> pair_of(steps.size(), -1);
-  for (size_t k = 0; k < pairs.size(); ++k) {
-    const RecomputePair& pair = pairs[k];
+  std::vector<bool> joined(steps.size(), false);
+  for (const RecomputePair& pair : pairs) {
     bool built = true;
     for (int spec : {pair.producer, pair.reader, pair.producer_spec, pair.reader_spec})
       built = built && (spec < 0 || errors[spec].empty());
     if (!built) continue;  // the two steps run apart, as without the choice
-    pair_of[pair.producer] = pair_of[pair.reader] = static_cast<int>(k);
-    fused.push_back(recompute_choice(pair, steps, builds, inputs, position));
+    joined[pair.producer] = joined[pair.reader] = true;
+    fused.push_back(recompute_choice(pair, steps, builds, position));
   }
   for (size_t i = 0; i < steps.size(); ++i) {
-    if (!errors[i].empty() || pair_of[i] >= 0) continue;
+    if (!errors[i].empty() || joined[i]) continue;
     steps[i].kernel = builds[i].kernel;
     fused.push_back(products[i].input >= 0 ? with_gemm(std::move(steps[i]), products[i], position) : std::move(steps[i]));
   }

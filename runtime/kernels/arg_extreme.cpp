@@ -17,8 +17,8 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <limits>
 #include <cstring>
+#include <limits>
 #include <type_traits>
 #include <vector>
 
@@ -84,6 +84,7 @@ T extreme_value(const T* p, int64_t n) {
   if (n >= 2 * L::kQuad) {
     typename L::Quad best = L::load(p);
     if constexpr (std::is_floating_point_v<T>) {
+      // A NaN among the first quad's lanes stays in `best`: maxps keeps its second operand.
       decltype(best.v[0] != best.v[0]) nan{};
       for (j = L::kQuad; j + L::kQuad <= n; j += L::kQuad) {
         typename L::Quad x = L::load(p + j);

@@ -5,12 +5,14 @@
 #include <cstdlib>
 #include <cstring>
 #include <optional>
+#include <random>
 #include <functional>
 #include <string>
 #include <vector>
 
 #include "frontend/tensor.h"
 #include "ir/error.h"
+#include "ir/graph.h"
 #include "runtime/array.h"
 #include "tests/catch.h"
 
@@ -25,6 +27,21 @@ inline std::string error_of(const std::function<void()>& f, ErrorKind* kind = nu
     return e.what();
   }
   return "";
+}
+
+// A float32 array of standard normal draws for each of g's inputs (static shapes), seeded.
+inline std::vector<Array> normal_inputs(const Graph& g, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> normal;
+  std::vector<Array> inputs;
+  for (Node* in : g.inputs()) {
+    std::vector<int64_t> shape;
+    for (const Dim& d : in->type().shape) shape.push_back(d.value());
+    Array a = Array::empty(DType::Float32, shape);
+    for (int64_t i = 0; i < a.numel(); ++i) a.data_as<float>()[i] = normal(rng);
+    inputs.push_back(a);
+  }
+  return inputs;
 }
 
 // The largest |a - b| over two float tensors; infinite when their shapes differ. Safe off the

@@ -12,24 +12,11 @@
 #include "runtime/interpreter.h"
 #include "runtime/thread_pool.h"
 #include "tests/catch.h"
+#include "tests/unit/helpers.h"
 
 using namespace ember;
 
 namespace {
-
-std::vector<Array> random_inputs(const Graph& g) {
-  std::mt19937 rng(3);
-  std::normal_distribution<float> normal;
-  std::vector<Array> inputs;
-  for (Node* in : g.inputs()) {
-    std::vector<int64_t> shape;
-    for (const Dim& d : in->type().shape) shape.push_back(d.value());
-    Array a = Array::empty(DType::Float32, shape);
-    for (int64_t i = 0; i < a.numel(); ++i) a.data_as<float>()[i] = normal(rng);
-    inputs.push_back(a);
-  }
-  return inputs;
-}
 
 // The plan of `ir` with GEMM epilogues, and how many of its steps are GemmEpilogue steps.
 std::shared_ptr<Executable> plan(const std::string& ir, int& epilogues, bool choice_steps = true) {
@@ -46,7 +33,7 @@ void check_values(const std::string& ir, std::shared_ptr<Executable> exec, const
   for (int i = 0; i < exec->steps(); ++i)
     if (dynamic_cast<const codegen::cpu::GemmEpilogue*>(exec->step_kernel(i).get())) exec->set_step(i, nullptr, settings);
   auto g = parse_graph(ir);
-  std::vector<Array> inputs = random_inputs(*g);
+  std::vector<Array> inputs = test::normal_inputs(*g, 3);
   std::vector<Array> want = run_graph(*g, inputs, {}), got = exec->run(inputs, {});
   REQUIRE(want.size() == got.size());
   for (size_t o = 0; o < want.size(); ++o) {
@@ -186,7 +173,7 @@ TEST_CASE("gemm epilogues: 16 callers at once, and 16 threads for one call, on e
     if (dynamic_cast<const codegen::cpu::GemmEpilogue*>(exec->step_kernel(i).get()))
       exec->set_step(i, nullptr, StepSettings{.gemm = GemmRoute::Generated});
   auto g = parse_graph(kLinearGelu);
-  std::vector<Array> inputs = random_inputs(*g);
+  std::vector<Array> inputs = test::normal_inputs(*g, 3);
   std::vector<Array> want = run_graph(*g, inputs, {});
   auto close = [&](const std::vector<Array>& got) {
     for (int64_t i = 0; i < want[0].numel(); ++i)

@@ -23,20 +23,6 @@ using codegen::cpu::RecomputeChoice;
 
 namespace {
 
-std::vector<Array> random_inputs(const Graph& g) {
-  std::mt19937 rng(5);
-  std::normal_distribution<float> normal;
-  std::vector<Array> inputs;
-  for (Node* in : g.inputs()) {
-    std::vector<int64_t> shape;
-    for (const Dim& d : in->type().shape) shape.push_back(d.value());
-    Array a = Array::empty(DType::Float32, shape);
-    for (int64_t i = 0; i < a.numel(); ++i) a.data_as<float>()[i] = normal(rng);
-    inputs.push_back(a);
-  }
-  return inputs;
-}
-
 struct Planned {
   std::shared_ptr<Executable> exec;
   int choices = 0;  // RecomputeChoice steps
@@ -56,7 +42,7 @@ Planned plan(const std::string& ir, bool choice_steps = true) {
 std::vector<size_t> check_both_ways(const std::string& ir) {
   std::vector<size_t> ways;
   auto g = parse_graph(ir);
-  std::vector<Array> inputs = random_inputs(*g);
+  std::vector<Array> inputs = test::normal_inputs(*g, 5);
   std::vector<Array> want = run_graph(*g, inputs, {});
   // Each way as built, then with the last knob of each of its kernels at its second option.
   std::vector<std::string> choices{"", "recompute=1", "recompute=0", "recompute=1"};
