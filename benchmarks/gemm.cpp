@@ -4,7 +4,9 @@
 // read against ember_bench_fma_peak's ceiling on the same threads. The arrays are reused from call
 // to call, so no call pays for fresh pages (a call through PyTorch does, for its output).
 //
-//     ember_bench_gemm [threads]
+//     ember_bench_gemm [threads [MxNxK[t] ...]]
+//
+// Shapes on the command line replace the default list; a trailing `t` stores B as [N, K].
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
@@ -67,6 +69,23 @@ int main(int argc, char** argv) {
                           {"256x4096x1024, B stored [N, K] (a linear layer)", 256, 4096, 1024, true},
                           {"200x1024x256, B stored [N, K]", 200, 1024, 256, true},
                           {"128x768x768", 128, 768, 768, false},
-                          {"32x192x64", 32, 192, 64, false}};
+                          {"32x192x64", 32, 192, 64, false},
+                          {"512x8x4608 (a 3x3 convolution at 2 x 2, two images)", 512, 8, 4608, false},
+                          {"512x4x4608 (the same, one image)", 512, 4, 4608, false},
+                          {"8x4096x1024, B stored [N, K] (a decode step's linear layer)", 8, 4096, 1024, true},
+                          {"8x1024x1024, B stored [N, K]", 8, 1024, 1024, true}};
+  if (argc > 2) {
+    for (int i = 2; i < argc; ++i) {
+      GemmShape s{argv[i], 0, 0, 0, false};
+      char trans = 0;
+      if (std::sscanf(argv[i], "%ldx%ldx%ld%c", &s.m, &s.n, &s.k, &trans) < 3 || s.m < 0 || s.n < 0 || s.k < 0) {
+        std::fprintf(stderr, "ember_bench_gemm: a shape is MxNxK or MxNxKt, not %s\n", argv[i]);
+        return 2;
+      }
+      s.trans_b = trans == 't';
+      run(s, routes);
+    }
+    return 0;
+  }
   for (const GemmShape& s : shapes) run(s, routes);
 }

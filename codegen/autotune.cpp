@@ -119,6 +119,12 @@ bool is_float32_conv(const Node* n) {
          n->inputs()[0].type().dtype == DType::Float32;
 }
 
+// One input channel per group: ember's own algorithm runs it directly, not as GEMMs.
+bool is_depthwise_conv(const Node* n) {
+  const Dim& per_group = n->inputs()[1].type().shape[1];
+  return attr_int(n->attrs, "groups") > 1 && per_group.is_static() && per_group.value() == 1;
+}
+
 // Whether the step runs the blocked attention kernel (every dtype but float64), whose tiles and
 // their GEMM library are choices (runtime/kernels/attention.cpp).
 bool is_blocked_attention(const Node* n) {
@@ -170,7 +176,7 @@ std::string step_signature(const Executable& exec, int step, std::span<const Arr
   } else {
     const Node* n = exec.step_node(step);
     s = "op " + std::string(n->info().name) + " " + attrs_str(n->attrs);
-    if (is_float32_gemm(n) || is_blocked_attention(n)) s += routes_present(is_float32_gemm(n));
+    if (is_float32_gemm(n) || is_blocked_attention(n) || is_float32_conv(n)) s += routes_present(is_float32_gemm(n));
   }
   s += "\ninputs";
   for (const Array& a : inputs) s += " " + layout_signature(a);
@@ -335,9 +341,16 @@ Space step_space(const Executable& exec, int step) {
   } else if (is_float32_gemm(exec.step_node(step))) {
     space = float32_gemm_routes();
   } else if (is_float32_conv(exec.step_node(step))) {
-    // oneDNN's direct kernel, its brgemm one, or ember's own (im2col and GEMM, or depthwise).
-    space.push_back({"conv", {0, static_cast<int64_t>(ConvAlgorithm::Brgemm),
-                              static_cast<int64_t>(ConvAlgorithm::Im2col)}});
+    // oneDNN's direct kernel, its brgemm one, or ember's own (im2col and GEMM, or depthwise),
+    // whose GEMM's library is a choice too: a convolution of few pixels is a product with few
+    // columns, where the libraries differ by up to 4x (benchmarks/results/autotune.md).
+    const int64_t im2col = static_cast<int64_t>(ConvAlgorithm::Im2col);
+    space.push_back({"conv", {0, static_cast<int64_t>(ConvAlgorithm::Brgemm), im2col}});
+    if (!is_depthwise_conv(exec.step_node(step))) {  // a depthwise one runs no GEMM
+      Knob routes = gemm_routes({GemmRoute::OneDnn, GemmRoute::Blas});
+      routes.only_with = "conv", routes.only_value = im2col;
+      space.push_back(routes);
+    }
   } else if (is_blocked_attention(exec.step_node(step))) {
     // Its default is the own tiles where the CPU runs them, else oneDNN.
     space.push_back(gemm_routes({GemmRoute::OneDnn, GemmRoute::Blas}));

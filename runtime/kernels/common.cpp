@@ -283,12 +283,19 @@ void gemm_impl(const T* a, const T* b, T* c, int64_t m, int64_t n, int64_t k, bo
   // to 256x1024x256 in either layout of B (5.2 against 7.1 us for the 32x192x64 of a small
   // transformer block's projection), level at 64x256x1024, and slower from 512^3 on. Without
   // MKL, OpenBLAS takes the tiny ones (8x64x64: 0.7 us against oneDNN's 2.3).
+  // Not so a product of a few rows or columns whose matrix is larger than L2: it streams the
+  // matrix, which MKL packs first. On the AMD host with AVX-512, 512 x 8 x 4608 (a 3 x 3
+  // convolution at 2 x 2 pixels, two images) took MKL 2.8 ms and oneDNN 0.73 on one thread,
+  // 8 x 4096 x 1024 with B stored [N, K] 2.5 and 1.9 (ember_bench_gemm).
   constexpr int64_t kSmallGemmFlops = int64_t{1} << 26, kTinyGemmFlops = int64_t{1} << 18;
+  constexpr int64_t kStreamedRows = 16, kStreamedMatrixBytes = int64_t{1} << 20;
   const int64_t gemm_flops = 2 * m * n * k;
+  const bool streams_matrix = std::min(m, n) <= kStreamedRows &&
+                              std::max(m, n) * k * static_cast<int64_t>(sizeof(T)) > kStreamedMatrixBytes;
   bool mkl = false;
   if constexpr (std::is_same_v<T, float>) {
     GemmRoute route = current_gemm_route();
-    if (route == GemmRoute::Auto && !small_gemv && gemm_flops <= kSmallGemmFlops && mkl_available())
+    if (route == GemmRoute::Auto && !small_gemv && !streams_matrix && gemm_flops <= kSmallGemmFlops && mkl_available())
       route = GemmRoute::Mkl;
     bool onednn = route == GemmRoute::OneDnn ||
                   (route == GemmRoute::Auto && !small_gemv && gemm_flops > kTinyGemmFlops &&

@@ -229,24 +229,42 @@ void conv_depthwise(const ConvShape& cs, const T* x, const T* w, const T* bias, 
   });
 }
 
-// One image and group as a GEMM: on the input itself for a 1x1 convolution with unit stride and
-// no padding, else on its im2col unfolding into `col`.
+// Images [n0, n0 + images) of group g as one GEMM, weight [Og, K] @ col [K, images * P]. One
+// image of a 1x1 convolution with unit stride and no padding is its own col, and its GEMM writes
+// y in place, over the bias; otherwise col is the images' unfolding side by side, and the product
+// goes through `product` into each image's planes of y.
 template <class T>
-void conv_gemm(const ConvShape& cs, const T* x, const T* w, const T* bias, T* y, int64_t n, int64_t g,
-               std::vector<T>& col) {
-  const T* rhs = x + (n * cs.C + g * cs.Cg) * cs.H * cs.W;
-  if (!cs.pointwise()) {
-    col.resize(static_cast<size_t>(cs.K() * cs.P()));
-    im2col(cs, x, n, g, col.data(), cs.P());
-    rhs = col.data();
+void conv_gemm(const ConvShape& cs, const T* x, const T* w, const T* bias, T* y, int64_t n0, int64_t images,
+               int64_t g, std::vector<T>& col, std::vector<T>& product) {
+  const int64_t P = cs.P(), K = cs.K(), ld = images * P;
+  const T* weight = w + g * cs.Og * K;
+  if (images == 1) {
+    const T* rhs = x + (n0 * cs.C + g * cs.Cg) * cs.H * cs.W;
+    if (!cs.pointwise()) {
+      col.resize(static_cast<size_t>(K * P));
+      im2col(cs, x, n0, g, col.data(), P);
+      rhs = col.data();
+    }
+    fill_bias(cs, bias, y, n0 * cs.O + g * cs.Og, cs.Og);
+    gemm(weight, rhs, y + (n0 * cs.O + g * cs.Og) * P, cs.Og, P, K, false, T(1));
+    return;
   }
-  fill_bias(cs, bias, y, n * cs.O + g * cs.Og, cs.Og);
-  gemm(w + g * cs.Og * cs.K(), rhs, y + (n * cs.O + g * cs.Og) * cs.P(), cs.Og, cs.P(), cs.K(), false, T(1));
+  col.resize(static_cast<size_t>(K * ld));
+  for (int64_t j = 0; j < images; ++j) im2col(cs, x, n0 + j, g, col.data() + j * P, ld);
+  product.resize(static_cast<size_t>(cs.Og * ld));
+  gemm(weight, col.data(), product.data(), cs.Og, ld, K, false, T(0));
+  for (int64_t j = 0; j < images; ++j)
+    for (int64_t o = 0; o < cs.Og; ++o) {
+      const T* from = product.data() + o * ld + j * P;
+      T* to = y + ((n0 + j) * cs.O + g * cs.Og + o) * P;
+      const T b = bias ? bias[g * cs.Og + o] : T(0);
+      for (int64_t p = 0; p < P; ++p) to[p] = from[p] + b;
+    }
 }
 
-// Convolution: depthwise directly, otherwise a GEMM per image and group. With at least as many
-// of those as threads, each thread takes whole ones (its im2col and GEMM then run serially);
-// with fewer, each im2col and GEMM is split over the pool instead.
+// Convolution: depthwise directly, otherwise a GEMM per group of images and group of channels.
+// With at least as many of those as threads, each thread takes whole ones (its im2col and GEMM
+// then run serially); with fewer, each im2col and GEMM is split over the pool instead.
 template <class T>
 Array conv2d_typed(const Call& call, DType gt) {
   Array x = to_contiguous(call.inputs[0], gt), w = to_contiguous(call.inputs[1], gt), b;
@@ -274,10 +292,15 @@ Array conv2d_typed(const Call& call, DType gt) {
       conv_depthwise(cs, xp, wp, bp, yp);
       return deliver(call, result);
     }
-    int64_t tasks = cs.N * cs.groups;
+    // A task is a group of images side by side (images_per_gemm) in one group of channels.
+    const int64_t per_gemm = images_per_gemm(cs), batches = (cs.N + per_gemm - 1) / per_gemm;
+    const int64_t tasks = batches * cs.groups;
     auto run = [&](int64_t lo, int64_t hi) {
-      std::vector<T> col;
-      for (int64_t t = lo; t < hi; ++t) conv_gemm(cs, xp, wp, bp, yp, t / cs.groups, t % cs.groups, col);
+      std::vector<T> col, product;
+      for (int64_t t = lo; t < hi; ++t) {
+        const int64_t n0 = t / cs.groups * per_gemm;
+        conv_gemm(cs, xp, wp, bp, yp, n0, std::min(per_gemm, cs.N - n0), t % cs.groups, col, product);
+      }
     };
     if (tasks >= num_threads()) parallel_for(tasks, 1, run);
     else run(0, tasks);

@@ -19,13 +19,6 @@ namespace ember::kernels {
 
 namespace {
 
-constexpr int64_t kMinColumns = 256;
-
-// Images per GEMM: enough for kMinColumns columns.
-int64_t images_per_gemm(const ConvShape& cs) {
-  return std::clamp<int64_t>((kMinColumns + cs.P() - 1) / std::max<int64_t>(cs.P(), 1), 1, std::max<int64_t>(cs.N, 1));
-}
-
 // grad_y's rows of group g for images [n0, n0 + images) side by side, [Og, images * P]: grad_y
 // itself for one image, else copied into `buffer`.
 template <class T>

@@ -14,6 +14,14 @@
 
 namespace ember::kernels {
 
+// Images side by side in one GEMM: enough for 256 columns of col. A convolution of few output
+// pixels (ResNet's 512 channels at 2 x 2) then streams its weight, or its weight's gradient,
+// once per group of images rather than once per image ([Note: convolution gradients]).
+inline int64_t images_per_gemm(const ConvShape& cs) {
+  constexpr int64_t kMinColumns = 256;
+  return std::clamp<int64_t>((kMinColumns + cs.P() - 1) / std::max<int64_t>(cs.P(), 1), 1, std::max<int64_t>(cs.N, 1));
+}
+
 // Grain of rows per chunk of the pool: about 16K values each.
 inline int64_t unfold_grain(const ConvShape& cs) { return std::max<int64_t>(1, 16384 / std::max<int64_t>(cs.P(), 1)); }
 

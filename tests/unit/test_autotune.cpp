@@ -439,3 +439,28 @@ TEST_CASE("max-autotune: attention's tiles and their GEMM library are measured",
   CHECK(StepSettings::parse(attention->winner).str() == attention->winner);  // settings only, or "default"
   test::check_close(f(q, k, v), fn(q, k, v), 1e-5, 1e-6);  // the tuned plan
 }
+
+TEST_CASE("max-autotune: a convolution's GEMM library is measured only beside ember's own algorithm",
+          "[autotune][conv]") {
+  FreshCache cache;
+  ThreadCountForCall one(1);  // no threads knob: the algorithms and routes alone
+  Tensor x = uniform({2, 16, 4, 4}, 1, -1, 1), w = uniform({32, 16, 3, 3}, 2, -1, 1), dw = uniform({16, 1, 3, 3}, 3);
+  auto fn = [&](const Tensor& t) {
+    return conv2d(conv2d(t, dw, std::nullopt, {1, 1}, {1, 1}, {1, 1}, 16), w, std::nullopt, {1, 1}, {1, 1});
+  };
+  auto f = compile(fn, Options{.mode = "max-autotune", .autotune_budget_s = 5.0, .autotune_search = "exhaustive"});
+  test::check_close(f(x), fn(x), 1e-4, 1e-5);
+  const GraphInfo g = f.report().graphs.at(0);
+  REQUIRE(g.tuning.size() == 2);
+  const int routes = 2 + (kernels::mkl_available() ? 1 : 0);  // oneDNN, OpenBLAS, MKL
+  // The depthwise one: brgemm and ember's own loop; no GEMM to route.
+  CHECK(g.tuning[0].timed + g.tuning[0].rejected == 2);
+  // The other: brgemm, ember's own with its GEMM's default route and with each library.
+  CHECK(g.tuning[1].timed + g.tuning[1].rejected == 2 + routes);
+  for (const TuningRecord& t : g.tuning) {
+    CHECK(t.rejected == 0);
+    const StepSettings won = StepSettings::parse(t.winner);
+    CHECK((won.gemm == GemmRoute::Auto || won.conv == ConvAlgorithm::Im2col));
+  }
+  test::check_close(f(x), fn(x), 1e-4, 1e-5);  // the tuned plan
+}

@@ -20,17 +20,24 @@ struct Geometry {
   bool bias;
 };
 
-void check_algorithm(ConvAlgorithm algorithm) {
+void check_algorithm(ConvAlgorithm algorithm, GemmRoute route = GemmRoute::Auto) {
   const Geometry geometries[] = {{2, 16, 14, 14, 32, 3, {1, 1}, {1, 1}, {1, 1}, 1, false},
                                  {1, 8, 17, 11, 16, 3, {2, 2}, {1, 0}, {1, 1}, 1, true},
                                  {2, 8, 12, 12, 8, 3, {1, 1}, {2, 2}, {2, 2}, 2, true},
                                  {1, 24, 9, 9, 24, 3, {1, 1}, {1, 1}, {1, 1}, 24, false},  // depthwise
                                  {2, 32, 7, 7, 64, 1, {1, 1}, {0, 0}, {1, 1}, 1, true},    // pointwise
                                  {1, 16, 8, 8, 32, 1, {2, 2}, {0, 0}, {1, 1}, 1, false},
-                                 {1, 3, 32, 32, 16, 7, {2, 2}, {3, 3}, {1, 1}, 1, false}};  // a stem
+                                 {1, 3, 32, 32, 16, 7, {2, 2}, {3, 3}, {1, 1}, 1, false},  // a stem
+                                 // Few pixels: images side by side in one GEMM (conv_unfold.h's
+                                 // images_per_gemm), four and then one, ...
+                                 {5, 16, 8, 8, 24, 3, {1, 1}, {1, 1}, {1, 1}, 1, true},
+                                 // ... all three, in each of two groups, ...
+                                 {3, 8, 2, 2, 16, 3, {1, 1}, {1, 1}, {1, 1}, 2, true},
+                                 // ... and a pointwise convolution's, copied side by side.
+                                 {5, 8, 3, 3, 16, 1, {1, 1}, {0, 0}, {1, 1}, 1, true}};
   int seed = 1;
   for (const Geometry& g : geometries) {
-    INFO("algorithm " << conv_name(algorithm) << ", C " << g.c << ", O " << g.o << ", k " << g.k << ", groups "
+    INFO("algorithm " << conv_name(algorithm) << ", route " << route_name(route) << ", N " << g.n << ", C " << g.c << ", O " << g.o << ", k " << g.k << ", groups "
                       << g.groups);
     Tensor x = uniform({g.n, g.c, g.h, g.w}, seed++, -1, 1), w = uniform({g.o, g.c / g.groups, g.k, g.k}, seed++, -1, 1);
     std::optional<Tensor> b, b64;
@@ -38,7 +45,7 @@ void check_algorithm(ConvAlgorithm algorithm) {
     // The reference under the default settings: the float64 convolution is ember's im2col either way.
     Tensor want = conv2d(cast(x, DType::Float64), cast(w, DType::Float64), b64, g.stride, g.padding, g.dilation,
                          g.groups);
-    ScopedStepSettings scoped(StepSettings{.conv = algorithm});
+    ScopedStepSettings scoped(StepSettings{.gemm = route, .conv = algorithm});
     Tensor got = conv2d(x, w, b, g.stride, g.padding, g.dilation, g.groups);
     check_close(got, want, 1e-4, 1e-5);
   }
@@ -48,6 +55,11 @@ void check_algorithm(ConvAlgorithm algorithm) {
 
 TEST_CASE("conv algorithms: every algorithm computes the same convolution", "[conv]") {
   for (ConvAlgorithm a : {ConvAlgorithm::Auto, ConvAlgorithm::Brgemm, ConvAlgorithm::Im2col}) check_algorithm(a);
+}
+
+TEST_CASE("conv algorithms: ember's own computes the same convolution through every GEMM route", "[conv]") {
+  for (GemmRoute r : {GemmRoute::OneDnn, GemmRoute::Blas, GemmRoute::Mkl, GemmRoute::Generated})
+    check_algorithm(ConvAlgorithm::Im2col, r);
 }
 
 TEST_CASE("conv algorithms: an algorithm's name is its settings' text", "[conv]") {
