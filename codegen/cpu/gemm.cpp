@@ -52,13 +52,18 @@ class TileWriter {
     m_.open("func.func @" + name_ + "(%depth: i64, %a: !llvm.ptr, %b: !llvm.ptr, %ldb: i64, %c: !llvm.ptr, %ldc: i64, " +
             "%accumulate: i64) {");
     zero_ = m_.int_constant(0, i64());
-    std::vector<Val> acc = initial();
+    // The accumulators start at zero and C's tile is added once, after the depth: a slice of kc
+    // is one chain of sums, and a depth of many slices adds each slice's sum to C, as blocked BLAS
+    // does. Started from C, a product was one chain over its whole depth, with 3.9x the float32
+    // error of PyTorch's at a depth of 4096, and 6.8x at 16384.
+    std::vector<Val> acc(count(), m_.let("arith.constant dense<0.000000e+00> : " + vec().str(), vec()));
     // Whole groups of `unroll` steps, then the steps left one at a time.
     Val unroll = m_.int_constant(t_.unroll, i64());
     Val left = m_.binary("arith.remsi", Val{"%depth", i64()}, unroll);
     Val whole = m_.binary("arith.subi", Val{"%depth", i64()}, left);
     acc = depth_loop(acc, zero_.name, whole.name, unroll, t_.unroll);
     acc = depth_loop(acc, whole.name, "%depth", m_.int_constant(1, i64()), 1);
+    acc = added_to_c(acc);
     for (int r = 0; r < t_.mr; ++r)
       for (int v = 0; v < vectors_; ++v)
         m_.line("llvm.store " + acc[r * vectors_ + v].name + ", " + c_at(r, v).name +
@@ -103,20 +108,21 @@ class TileWriter {
     return gep(gep("%c", row.name).name, int64_t{v} * kLanes);
   }
 
-  // C's tile where the call accumulates, else zeros.
-  std::vector<Val> initial() {
+  // The accumulators plus C's tile where the call accumulates, else the accumulators.
+  std::vector<Val> added_to_c(const std::vector<Val>& acc) {
     Val flag = m_.cmp("arith.cmpi", "ne", Val{"%accumulate", i64()}, zero_);
     std::string name = m_.fresh();
     m_.line(name + ":" + std::to_string(count()) + " = scf.if " + flag.name + " -> (" + types() + ") {");
     m_.indent_more();
-    std::vector<Val> loaded;
+    std::vector<Val> sums;
     for (int r = 0; r < t_.mr; ++r)
-      for (int v = 0; v < vectors_; ++v)
-        loaded.push_back(m_.let("llvm.load " + c_at(r, v).name + " {alignment = 4 : i64} : !llvm.ptr -> " + vec().str(), vec()));
-    m_.line("scf.yield " + names(loaded) + " : " + types());
+      for (int v = 0; v < vectors_; ++v) {
+        Val loaded = m_.let("llvm.load " + c_at(r, v).name + " {alignment = 4 : i64} : !llvm.ptr -> " + vec().str(), vec());
+        sums.push_back(m_.binary("arith.addf", loaded, acc[r * vectors_ + v]));
+      }
+    m_.line("scf.yield " + names(sums) + " : " + types());
     m_.middle("} else {");
-    Val zero = m_.let("arith.constant dense<0.000000e+00> : " + vec().str(), vec());
-    m_.line("scf.yield " + names(std::vector<Val>(count(), zero)) + " : " + types());
+    m_.line("scf.yield " + names(acc) + " : " + types());
     m_.close();
     return results(name);
   }
@@ -298,7 +304,7 @@ GemmTileFn gemm_tile(const GemmTiling& tiling) {
   tiling.check();
   // The tile's own version, in its cache key beside the code generator's: bumped whenever its
   // emitted code or signature changes (an object of the old signature would crash).
-  constexpr const char* kTileVersion = "tile-2";
+  constexpr const char* kTileVersion = "tile-3";
   const std::string what = std::string("gemm ") + kTileVersion + " f32 " + tiling.code_str();
   const std::string name = "ember_gemm_tile_" + std::to_string(tiling.mr) + "x" + std::to_string(tiling.nr) + "u" +
                            std::to_string(tiling.unroll);

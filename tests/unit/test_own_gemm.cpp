@@ -1,6 +1,7 @@
 // ember's own GEMM ([Note: ember's own GEMM], codegen/cpu/gemm.h): its tiles and blocking against
 // a float64 reference, at every edge the blocking has (a tile cut by C's rows or columns, a depth
 // cut into slices, a block cut by the matrix), in every layout, on one thread and on several.
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <vector>
@@ -95,6 +96,36 @@ TEST_CASE("own gemm: NaN and infinity reach only their own rows and columns", "[
       else if (i == 2) REQUIRE(c[i * n + j] == INFINITY);
       else REQUIRE(c[i * n + j] == float(k));
     }
+}
+
+TEST_CASE("own gemm: each slice of the depth is summed apart and then added to C", "[gemm][own_gemm]") {
+  if (!codegen::cpu::jit_available()) return;  // a build without the CPU code generator
+  // Bit for bit: each element is a chain of fused multiply-adds from zero over each slice of kc,
+  // and C = C + that slice's sum. Started from C, a product was one chain over its whole depth,
+  // with 3.7x the float32 error of PyTorch's at a depth of 4096 and 6.9x at 16384.
+  const GemmTiling t{.kc = 100};
+  for (float beta : {0.0f, 1.0f}) {
+    const int64_t m = 7, n = 70, k = 1030;  // edge tiles, and a last slice of 30
+    std::mt19937 rng(3);
+    std::normal_distribution<float> normal;
+    std::vector<float> a(m * k), b(k * n), c(m * n);
+    for (auto* v : {&a, &b, &c})
+      for (float& x : *v) x = normal(rng);
+    std::vector<float> want = c;
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) {
+        float& w = want[i * n + j];
+        if (beta == 0.0f) w = 0.0f;
+        for (int64_t depth = 0; depth < k; depth += t.kc) {
+          float slice = 0.0f;
+          for (int64_t p = depth; p < std::min(k, depth + t.kc); ++p) slice = std::fma(a[i * k + p], b[p * n + j], slice);
+          w = depth == 0 && beta == 0.0f ? slice : w + slice;
+        }
+      }
+    codegen::cpu::generated_gemm(t, a.data(), b.data(), c.data(), m, n, k, false, false, beta, k, n, n);
+    INFO("beta " << beta);
+    REQUIRE(c == want);
+  }
 }
 
 TEST_CASE("own gemm: a tiling the tile cannot take is a Value error", "[gemm][own_gemm]") {
