@@ -4,7 +4,9 @@
 #include <bit>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
+#include <limits>
 
 #include "runtime/element.h"
 
@@ -75,6 +77,46 @@ bool same_values(const std::vector<Array>& got, const std::vector<Array>& want, 
       return false;
     }
   return true;
+}
+
+double rms_error(const std::vector<Array>& got, const std::vector<Array>& exact, double* scale) {
+  double squares = 0, values = 0;
+  int64_t count = 0;
+  for (size_t k = 0; k < exact.size(); ++k) {
+    if (!is_floating(exact[k].dtype())) continue;
+    Array g = got[k].contiguous(), e = exact[k].contiguous();
+    for (int64_t i = 0; i < e.numel(); ++i) {
+      double want = value_at(e, i);
+      if (!std::isfinite(want)) continue;
+      double d = value_at(g, i) - want;
+      squares += std::isfinite(d) ? d * d : std::numeric_limits<double>::infinity();
+      values += want * want;
+      ++count;
+    }
+  }
+  if (scale) *scale = count ? std::sqrt(values / count) : 0.0;
+  return count ? std::sqrt(squares / count) : 0.0;
+}
+
+bool as_accurate(const std::vector<Array>& got, const std::vector<Array>& exact, double default_error,
+                 std::string& why) {
+  double scale = 0;
+  const double error = rms_error(got, exact, &scale);
+  const double allowed = 2 * default_error + std::ldexp(scale, -23);
+  if (error <= allowed) return true;
+  char text[128];
+  std::snprintf(text, sizeof text, "less accurate: root mean square error %.3g against float64, the default's %.3g",
+                error, default_error);
+  why = text;
+  return false;
+}
+
+Array as_float64(const Array& a) {
+  if (!is_floating(a.dtype()) || a.dtype() == DType::Float64) return a;
+  Array c = a.contiguous(), out = Array::empty(DType::Float64, a.shape());
+  double* d = out.data_as<double>();
+  for (int64_t i = 0; i < c.numel(); ++i) d[i] = value_at(c, i);
+  return out;
 }
 
 Array copy_keeping_layout(const Array& a) {

@@ -29,6 +29,26 @@ Timing measure(const std::function<void()>& run, double cap_s,
 // the default has them. `why` names the first difference.
 bool same_values(const std::vector<Array>& got, const std::vector<Array>& want, std::string& why);
 
+// [Note: no less accurate than the default]
+// Within 1e-4 of the largest magnitude, a library's GEMM that sums in another order passes
+// same_values whatever its rounding error: OpenBLAS's product of a convolution's 8 x 36 x 2304
+// had 2.9x the mean float32 error of the default's against float64, ember's own GEMM 3.7x at a
+// depth of 4096 before it summed its slices apart. Over a model such steps add up past
+// docs/testing.md's model rule (twice eager's error). So where a step's op runs at float64 on the
+// interpreter (matmul, linear, conv2d, attention), the tuner runs it there once, and a candidate
+// whose root mean square error against that is more than twice the default's, plus 2^-23 of the
+// values' own root mean square (a rounding or two, for products the default rounds exactly), is
+// rejected. oneDNN's brgemm convolution is rejected so where it sums over non-negative inputs.
+//
+// The root mean square, over every float output's elements where `exact` is finite, of
+// got - exact; and of exact itself in `scale`.
+double rms_error(const std::vector<Array>& got, const std::vector<Array>& exact, double* scale = nullptr);
+// Whether `got` is within twice `default_error` of `exact` (see the note); `why` says by how much not.
+bool as_accurate(const std::vector<Array>& got, const std::vector<Array>& exact, double default_error,
+                 std::string& why);
+// `a` as contiguous float64 where it is a float array, else itself.
+Array as_float64(const Array& a);
+
 // A copy of `a` in memory of its own with the same shape and strides (an expanded input stays
 // expanded, a transposed one transposed), so that kernels take the same path on it.
 Array copy_keeping_layout(const Array& a);
