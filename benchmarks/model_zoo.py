@@ -146,6 +146,40 @@ def with_breaks(size):
                                                                  else 256),)
 
 
+def _tokens(batch, length):
+    return torch.randint(1, 100, (batch, length))
+
+
+def tiny_transformer(name):
+    """(model in eval mode, keyword inputs) of a tiny config of a transformers architecture, for
+    per-call overhead (issue 26): widths of 32, two layers, 12 tokens, so that a call is well
+    under a millisecond and the time around the kernels shows."""
+    t = transformers
+    decoder_only = {
+        "phi": lambda: t.PhiForCausalLM(t.PhiConfig(vocab_size=100, hidden_size=32, intermediate_size=64,
+                                                    num_hidden_layers=2, num_attention_heads=4)),
+        "bloom": lambda: t.BloomForCausalLM(t.BloomConfig(vocab_size=100, hidden_size=32, n_layer=2, n_head=4)),
+        "gpt_neo": lambda: t.GPTNeoForCausalLM(t.GPTNeoConfig(
+            vocab_size=100, hidden_size=32, num_layers=2, attention_types=[[["global", "local"], 1]], num_heads=4,
+            window_size=4)),
+    }
+    encoder_decoder = {
+        "t5": lambda: t.T5ForConditionalGeneration(t.T5Config(vocab_size=100, d_model=32, d_kv=8, d_ff=64,
+                                                              num_layers=2, num_heads=4, decoder_start_token_id=0)),
+        "bart": lambda: t.BartForConditionalGeneration(t.BartConfig(
+            vocab_size=100, d_model=32, encoder_layers=2, decoder_layers=2, encoder_attention_heads=4,
+            decoder_attention_heads=4, encoder_ffn_dim=64, decoder_ffn_dim=64, max_position_embeddings=64)),
+    }
+    torch.manual_seed(0)
+    if name in decoder_only:
+        return decoder_only[name]().eval(), {"input_ids": _tokens(2, 12), "use_cache": False}
+    inputs = {"input_ids": _tokens(2, 12), "decoder_input_ids": _tokens(2, 7), "use_cache": False}
+    return encoder_decoder[name]().eval(), inputs
+
+
+TINY_TRANSFORMERS = ("phi", "bloom", "gpt_neo", "t5", "bart")
+
+
 MODELS = {"bert": bert, "gpt2": gpt2, "resnet18": resnet18, "resnet50": resnet50, "mobilenet_v2": mobilenet_v2,
           "vit": vit, "mlp": mlp, "with_breaks": with_breaks}
 # Architectures beyond the issue's set (docs/testing.md names EfficientNet): windowed attention

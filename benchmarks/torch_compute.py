@@ -129,6 +129,15 @@ def make_benches(torch):
     def overhead():
         return (lambda x: x + 1, [torch.randn(8)], 0)
 
+    def tiny_transformer(name):
+        def make():
+            model, kwargs = model_zoo.tiny_transformer(name)
+            names = [k for k, v in kwargs.items() if torch.is_tensor(v)]
+            flags = {k: v for k, v in kwargs.items() if not torch.is_tensor(v)}
+            return (lambda *tensors: model(**dict(zip(names, tensors)), **flags).logits,
+                    [kwargs[k] for k in names], 0)
+        return make
+
     return {
         "GEMM 1024x1024x1024": gemm(1024, 1024, 1024),
         "GEMM skinny 16x4096x4096": gemm(16, 4096, 4096),
@@ -144,6 +153,8 @@ def make_benches(torch):
         "small transformer block [2,32,256]": transformer_block(2, 32, 256, 4),
         "per-call overhead: x + 1 on 8 elements": overhead,
         REDUCE_OVERHEAD_ROW: overhead,
+        # Tiny configs of transformers' architectures (width 32, 2 layers, 12 tokens), per call.
+        **{f"per-call overhead: tiny {name}": tiny_transformer(name) for name in model_zoo.TINY_TRANSFORMERS},
     }
 
 

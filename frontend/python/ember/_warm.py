@@ -51,7 +51,7 @@ from . import _warm_guards as _guards
 from ._symbols import Unsupported
 
 KIND = "warm"
-FORMAT = 3
+FORMAT = 4
 _NEGATIVE = b"ember-warm-negative\n"
 
 
@@ -210,7 +210,7 @@ def _serialize(entry, forward, files, identities):
     source file it traced."""
     env = entry._artifacts.runtime_env
     scope = entry.fn.__globals__
-    refs = {*env.external_refs, *_guards.globals_named_by(source for source, _ in identities)}
+    refs = {*env.external_refs, *_guards.globals_named_by(source for source, _, _ in identities)}
     modules = {ref: scope[ref].__name__ for ref in refs if isinstance(scope.get(ref), types.ModuleType)}
     module_globals = sorted(name for name, value in env.used_globals.items() if isinstance(value, torch.nn.Module))
     external = _closure_data(forward) | _global_modules(module_globals, forward.__globals__)
@@ -432,10 +432,12 @@ class WarmStart:
             if not entry.guard_check(*args, **kwargs):
                 return None, "its guards refuse this call"
             f_locals = entry.prepare_f_locals(*args, **kwargs)  # with the function's own defaults now
-            changed = _guards.changed_identity(identities, f_locals, traced.__globals__)
+            changed = _guards.changed_identity([(source, named) for source, named, _ in identities], f_locals,
+                                               traced.__globals__)
             if changed:
                 return None, "another object: " + changed
-            identities_hold = _guards.identity_check_of([source for source, _ in identities], f_locals, traced.__globals__)
+            identities_hold = _guards.identity_check_of([source for source, _, checked in identities if checked],
+                                                        f_locals, traced.__globals__)
         except Exception as e:  # a stale or damaged entry is a miss; building guards that fail raises
             return None, f"{type(e).__name__}: {e}"
         self._adopt(scratch)
@@ -452,17 +454,18 @@ class WarmStart:
                                      options={"guard_filter_fn": _guards.guard_filter(dropped, self.traced.__code__.co_freevars)})
             with _lean_aot_compile(files):
                 entry = compiled.aot_compile((args, kwargs))
-            dropped = dict(dropped)  # a source may come more than once
+            dropped, by_identity = _guards.by_source(dropped)
             try:
                 if any(value is _guards.NO_VALUE for value in dropped.values()):
                     raise Unsupported("a guard on an object's identity has no object to name it by")
-                identities = [(source, _guards.stable_name(value)) for source, value in dropped.items()]
+                identities = [(source, _guards.stable_name(value), source in by_identity)
+                              for source, value in dropped.items()]
                 blob = _serialize(entry, self.traced, files, identities)
             except Exception as e:  # it still serves this process
                 blob, outcome = None, f"traced; not stored ({type(e).__name__}: {e})"
             _guards.bind_live(entry, self.traced)
             f_locals = entry.prepare_f_locals(*args, **kwargs)
-            identities_hold = _guards.identity_check_of(list(dropped), f_locals, self.traced.__globals__, dropped)
+            identities_hold = _guards.identity_check_of(by_identity, f_locals, self.traced.__globals__, dropped)
         except Exception as e:
             reason = short_reason(e)
             self.negative = (key, _NEGATIVE + reason.encode())  # stored once the ordinary route serves

@@ -56,9 +56,13 @@ def _root(source):
 
 def guard_filter(dropped, freevars):
     """Dynamo's guard filter: every guard but those that cannot be saved (an object's identity
-    and its kin), which are added to `dropped` as (source, object) for [Note: identities by name].
-    So are the guards on the traced function's closure (`freevars`), which are kept as well: a
-    loaded entry builds them over its first call's closure (bind_live), where they admit it."""
+    and its kin), which are added to `dropped` as (source, object, True) for [Note: identities
+    by name]. So are the guards on the traced function's closure (`freevars`), which are kept as
+    well, as (source, object, False): a loaded entry builds them over its first call's closure
+    (bind_live), where they admit it, so their objects are compared by name when it loads; from
+    then on Dynamo's check of them holds, and only the guards it does not keep are checked by
+    identity at each call. (A closure's module has a guard for each of its parameters and
+    settings: a tiny T5 over a closure spent 420 us a call checking them all by identity.)"""
     from torch._dynamo.guards import CheckFunctionManager
     unsavable = CheckFunctionManager.UNSUPPORTED_SERIALIZATION_GUARD_TYPES
 
@@ -69,7 +73,7 @@ def guard_filter(dropped, freevars):
     def keep(entries):
         flags = [not (e.guard_type in unsavable or any(t in unsavable for t in e.derived_guard_types or ()))
                  for e in entries]
-        dropped.extend((e.name, e.value if e.has_value else NO_VALUE) for e, k in zip(entries, flags)
+        dropped.extend((e.name, e.value if e.has_value else NO_VALUE, not k) for e, k in zip(entries, flags)
                        if not k or on_closure(e.name))
         return flags
 
@@ -134,6 +138,17 @@ def _scope(live, **names):
     """What a guard's source reads, as _as_lambda_reads writes it: the live globals as G, the
     builtins' dict, and `names`."""
     return {"G": live, "___builtins": builtins.__dict__, "__builtins__": builtins, **names}
+
+
+def by_source(dropped):
+    """guard_filter's (source, object, by identity) as {source: object} and the sources to check
+    by identity at each call: a source may come more than once (the last object is kept), and
+    is checked so where any of its guards is not Dynamo's."""
+    objects, by_identity = {}, {}
+    for source, value, unkept in dropped:
+        objects[source] = value
+        by_identity[source] = by_identity.get(source, False) or unkept
+    return objects, [source for source, unkept in by_identity.items() if unkept]
 
 
 def changed_identity(identities, f_locals, live):
