@@ -7,6 +7,7 @@
 //     ember_bench_gemm [threads [MxNxK[t] ...]]
 //
 // Shapes on the command line replace the default list; a trailing `t` stores B as [N, K].
+#include <cinttypes>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
@@ -77,8 +78,9 @@ int main(int argc, char** argv) {
   if (argc > 2) {
     for (int i = 2; i < argc; ++i) {
       GemmShape s{argv[i], 0, 0, 0, false};
-      char trans = 0;
-      if (std::sscanf(argv[i], "%ldx%ldx%ld%c", &s.m, &s.n, &s.k, &trans) < 3 || s.m < 0 || s.n < 0 || s.k < 0) {
+      char trans = 0, extra = 0;
+      const int read = std::sscanf(argv[i], "%" SCNd64 "x%" SCNd64 "x%" SCNd64 "%c%c", &s.m, &s.n, &s.k, &trans, &extra);
+      if (read < 3 || read > 4 || (read == 4 && trans != 't') || s.m < 0 || s.n < 0 || s.k < 0) {
         std::fprintf(stderr, "ember_bench_gemm: a shape is MxNxK or MxNxKt, not %s\n", argv[i]);
         return 2;
       }

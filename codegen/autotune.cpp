@@ -30,6 +30,7 @@
 #include <cstring>
 #include <functional>
 #include <limits>
+#include <new>
 #include <optional>
 #include <sstream>
 
@@ -120,7 +121,8 @@ bool is_float32_conv(const Node* n) {
          n->inputs()[0].type().dtype == DType::Float32;
 }
 
-// One input channel per group: ember's own algorithm runs it directly, not as GEMMs.
+// One input channel per group (ConvShape::depthwise): ember's own algorithm runs it directly, not
+// as GEMMs.
 bool is_depthwise_conv(const Node* n) {
   const Dim& per_group = n->inputs()[1].type().shape[1];
   return attr_int(n->attrs, "groups") > 1 && per_group.is_static() && per_group.value() == 1;
@@ -131,6 +133,11 @@ bool is_depthwise_conv(const Node* n) {
 bool is_blocked_attention(const Node* n) {
   return n->op == Op::ScaledDotProductAttention && n->types.size() == 1 && n->types[0].dtype != DType::Float64;
 }
+
+// A step that a library runs (or ember's own path in its place), whose choices sum in other
+// orders: its signature names the routes this process has, and its candidates are checked
+// against float64 ([Note: no less accurate than the default]).
+bool is_library_step(const Node* n) { return is_float32_gemm(n) || is_float32_conv(n) || is_blocked_attention(n); }
 
 // The tiles of ember's own GEMM that max-autotune tries beside its default (6 x 64): in L1, 12 x 32
 // and 8 x 48 ran 106-108 GFLOP/s against 104 (benchmarks/results/autotune.md), and their rows and
@@ -177,7 +184,9 @@ std::string step_signature(const Executable& exec, int step, std::span<const Arr
   } else {
     const Node* n = exec.step_node(step);
     s = "op " + std::string(n->info().name) + " " + attrs_str(n->attrs);
-    if (is_float32_gemm(n) || is_blocked_attention(n) || is_float32_conv(n)) s += routes_present(is_float32_gemm(n));
+    // "checked": chosen under [Note: no less accurate than the default], so that no choice made
+    // before that check is taken from the database.
+    if (is_library_step(n)) s += routes_present(is_float32_gemm(n)) + " checked";
   }
   s += "\ninputs";
   for (const Array& a : inputs) s += " " + layout_signature(a);
@@ -199,6 +208,8 @@ struct Tunable {
   std::vector<Array> outputs;  // scratch arrays of its destinations' types, for candidates to write
   double profile_s = 0;
 };
+
+void log_candidate(const std::string& name, const std::string& choice, const std::string& outcome);
 
 // Runs a step with a choice, on its inputs into `outputs`; the plan's own kernels are kept, so
 // that each choice starts from the step as it was built.
@@ -228,10 +239,20 @@ class StepRunner {
   void apply(int step, const Choice& choice) { exec_.set_step(step, kernel_for(step, choice), choice.settings); }
 
   // The step's outputs computed at float64 on the interpreter, where it is a library op whose
-  // candidates sum in other orders ([Note: no less accurate than the default]); else none.
-  std::optional<std::vector<Array>> exact_outputs(int step, std::span<const Array> inputs) const {
+  // candidates sum in other orders ([Note: no less accurate than the default]); else none. None
+  // either where that would cost more than a quarter of `budget_s` (at about 20 runs of the
+  // default, `default_s` each) or 256 MiB of float64 (the interpreter's attention expands its
+  // scores and mask to [batch..., queries, keys]).
+  std::optional<std::vector<Array>> exact_outputs(int step, std::span<const Array> inputs, double default_s,
+                                                  double budget_s) const {
     const Node* n = exec_.step_node(step);
-    if (built_[step] || !(is_float32_gemm(n) || is_float32_conv(n) || is_blocked_attention(n))) return std::nullopt;
+    if (built_[step] || !is_library_step(n) || 20 * default_s > budget_s / 4) return std::nullopt;
+    constexpr int64_t kMaxValues = int64_t{32} << 20;
+    int64_t values = 0;
+    for (const Array& a : inputs) values += a.numel();
+    if (n->op == Op::ScaledDotProductAttention && inputs.size() > 1 && inputs[1].rank() >= 2)
+      values += inputs[0].numel() / std::max<int64_t>(inputs[0].shape().back(), 1) * inputs[1].shape()[inputs[1].rank() - 2];
+    if (values > kMaxValues) return std::nullopt;
     std::vector<Array> wide;
     for (const Array& a : inputs) wide.push_back(as_float64(a));
     std::vector<TensorType> types = n->types;
@@ -239,7 +260,11 @@ class StepRunner {
       if (is_floating(t.dtype)) t.dtype = DType::Float64;
     try {
       return run_op(n->op, n->attrs, wide, types, symbols_);
-    } catch (const std::exception&) {  // no float64 kernel for it: the candidates' values alone are checked
+    } catch (const Error& e) {  // no float64 kernel for it: the candidates' values alone are checked
+      if (e.kind() == ErrorKind::Internal) throw;
+      log_candidate(std::string(n->info().name), "float64 reference", std::string("none: ") + e.what());
+      return std::nullopt;
+    } catch (const std::bad_alloc&) {
       return std::nullopt;
     }
   }
@@ -287,7 +312,7 @@ std::pair<TuningRecord, Choice> search_step(StepRunner& runner, const Tunable& t
   record.name = name;
   std::vector<Array> reference = t.outputs;
   Timing base = measure(runner.runner(t.step, runner.kernel_for(t.step, {}), {}, t.inputs, reference), budget_s / 4);
-  const std::optional<std::vector<Array>> exact = runner.exact_outputs(t.step, t.inputs);
+  const std::optional<std::vector<Array>> exact = runner.exact_outputs(t.step, t.inputs, base.median, budget_s);
   const double default_error = exact ? rms_error(reference, *exact) : 0.0;
   ++timed;
   record.default_us = base.median * 1e6;
@@ -368,7 +393,8 @@ Space step_space(const Executable& exec, int step) {
     space.push_back({"conv", {0, static_cast<int64_t>(ConvAlgorithm::Brgemm), im2col}});
     if (!is_depthwise_conv(exec.step_node(step))) {  // a depthwise one runs no GEMM
       Knob routes = gemm_routes({GemmRoute::OneDnn, GemmRoute::Blas});
-      routes.only_with = "conv", routes.only_value = im2col;
+      routes.only_with = "conv";
+      routes.only_value = im2col;
       space.push_back(routes);
     }
   } else if (is_blocked_attention(exec.step_node(step))) {

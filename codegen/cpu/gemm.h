@@ -15,9 +15,11 @@
 // of columns too where the row blocks are fewer than the threads). A block walks the depth in
 // slices of kc: it packs its rows of op(A) for the slice (mc x kc, kept in L2 while every panel of
 // B passes over it), so op(A) is packed once in all, and runs the tile on each mr x nr piece of
-// the block, adding to what the earlier slices left in C. A piece at C's edge goes through a small
-// buffer of a whole tile. So every size and layout runs the same code. The tile's inner loop is
-// what a hand-written AVX-512 kernel would be: 24 FMAs, 4 loads and 6 broadcasts per depth step.
+// the block: its accumulators start at zero, and the slice's sum is added to C after it (each
+// element a chain of kc sums, not of the whole depth: blocked BLAS's error). A piece at C's edge
+// goes through a small buffer of a whole tile. So every size and layout runs the same code. The
+// tile's inner loop is what a hand-written AVX-512 kernel would be: 24 FMAs, 4 loads and 6
+// broadcasts per depth step.
 // When A was packed per block of 256 columns (four times for 1024^3), the 1024^3 GEMM ran at
 // 70 % of oneDNN's speed; packed once, level with it (benchmarks/results/autotune.md).
 #pragma once

@@ -283,8 +283,8 @@ void gemm_impl(const T* a, const T* b, T* c, int64_t m, int64_t n, int64_t k, bo
   // to 256x1024x256 in either layout of B (5.2 against 7.1 us for the 32x192x64 of a small
   // transformer block's projection), level at 64x256x1024, and slower from 512^3 on. Without
   // MKL, OpenBLAS takes the tiny ones (8x64x64: 0.7 us against oneDNN's 2.3).
-  // Not so a product of a few rows or columns whose matrix is larger than L2: it streams the
-  // matrix, which MKL packs first. On the AMD host with AVX-512, 512 x 8 x 4608 (a 3 x 3
+  // Not so a product of a few rows or columns whose matrix exceeds 1 MiB (the AMD EPYC host's L2):
+  // it streams the matrix, which MKL packs first. On that host, 512 x 8 x 4608 (a 3 x 3
   // convolution at 2 x 2 pixels, two images) took MKL 2.8 ms and oneDNN 0.73 on one thread,
   // 8 x 4096 x 1024 with B stored [N, K] 2.5 and 1.9 (ember_bench_gemm).
   constexpr int64_t kSmallGemmFlops = int64_t{1} << 26, kTinyGemmFlops = int64_t{1} << 18;

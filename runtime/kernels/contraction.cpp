@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 
+#include "ir/symbolic.h"
 #include "runtime/kernels/conv_unfold.h"
 #include "runtime/kernels/kernel.h"
 #include "runtime/kernels/onednn.h"
@@ -230,9 +231,9 @@ void conv_depthwise(const ConvShape& cs, const T* x, const T* w, const T* bias, 
 }
 
 // Images [n0, n0 + images) of group g as one GEMM, weight [Og, K] @ col [K, images * P]. One
-// image of a 1x1 convolution with unit stride and no padding is its own col, and its GEMM writes
-// y in place, over the bias; otherwise col is the images' unfolding side by side, and the product
-// goes through `product` into each image's planes of y.
+// image writes y in place, over the bias, its col being the input itself for a 1x1 convolution
+// with unit stride and no padding, else its unfolding; several are unfolded side by side, and the
+// product goes through `product` into each image's planes of y.
 template <class T>
 void conv_gemm(const ConvShape& cs, const T* x, const T* w, const T* bias, T* y, int64_t n0, int64_t images,
                int64_t g, std::vector<T>& col, std::vector<T>& product) {
@@ -292,8 +293,10 @@ Array conv2d_typed(const Call& call, DType gt) {
       conv_depthwise(cs, xp, wp, bp, yp);
       return deliver(call, result);
     }
-    // A task is a group of images side by side (images_per_gemm) in one group of channels.
-    const int64_t per_gemm = images_per_gemm(cs), batches = (cs.N + per_gemm - 1) / per_gemm;
+    // A task is a group of images side by side (at most images_per_gemm, as many in each) in one
+    // group of channels.
+    const int64_t batches = ceil_div(cs.N, images_per_gemm(cs));
+    const int64_t per_gemm = ceil_div(cs.N, std::max<int64_t>(batches, 1));
     const int64_t tasks = batches * cs.groups;
     auto run = [&](int64_t lo, int64_t hi) {
       std::vector<T> col, product;

@@ -6,8 +6,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <limits>
+#include <random>
 #include <set>
 #include <thread>
 
@@ -469,9 +472,10 @@ namespace {
 // `exact` plus noise of root mean square `rms`, in float32.
 Array noisy(const Array& exact, double rms, unsigned seed) {
   std::mt19937 rng(seed);
-  std::normal_distribution<double> normal(0.0, rms);
+  std::normal_distribution<double> normal(0.0, rms > 0 ? rms : 1.0);
   Array out = Array::empty(DType::Float32, exact.shape());
-  for (int64_t i = 0; i < exact.numel(); ++i) out.data_as<float>()[i] = float(exact.data_as<double>()[i] + normal(rng));
+  for (int64_t i = 0; i < exact.numel(); ++i)
+    out.data_as<float>()[i] = float(exact.data_as<double>()[i] + (rms > 0 ? normal(rng) : 0.0));
   return out;
 }
 

@@ -1,7 +1,8 @@
 // Every algorithm a float32 convolution step may take (runtime/step_settings.h, ConvAlgorithm;
 // max-autotune measures them) computes the same convolution: oneDNN's direct kernel (the
 // default), its brgemm one, and ember's own im2col and GEMM (or depthwise loop), each checked
-// against the float64 convolution over strides, padding, dilation, groups and bias.
+// against the convolution's definition in float64 over strides, padding, dilation, groups, bias
+// and images side by side.
 #include <ember/ember.h>
 
 #include "runtime/step_settings.h"
@@ -20,6 +21,35 @@ struct Geometry {
   bool bias;
 };
 
+// The convolution by its definition, a sum per output in float64: a reference that shares no
+// code with ember's paths (its own float64 convolution is the im2col and GEMM path under test).
+Tensor direct_conv(const Tensor& x, const Tensor& w, const std::optional<Tensor>& b, const Geometry& g) {
+  const std::vector<double> xs = x.to_vector(), ws = w.to_vector(), bs = b ? b->to_vector() : std::vector<double>();
+  const int64_t cg = g.c / g.groups, og = g.o / g.groups;
+  auto extent = [&](int64_t size, int d) {
+    return (size + 2 * g.padding[d] - g.dilation[d] * (g.k - 1) - 1) / g.stride[d] + 1;
+  };
+  const int64_t oh = extent(g.h, 0), ow = extent(g.w, 1);
+  std::vector<double> y(static_cast<size_t>(g.n * g.o * oh * ow));
+  for (int64_t n = 0; n < g.n; ++n)
+    for (int64_t o = 0; o < g.o; ++o)
+      for (int64_t i = 0; i < oh; ++i)
+        for (int64_t j = 0; j < ow; ++j) {
+          double sum = b ? bs[o] : 0.0;
+          for (int64_t c = 0; c < cg; ++c)
+            for (int64_t kh = 0; kh < g.k; ++kh)
+              for (int64_t kw = 0; kw < g.k; ++kw) {
+                const int64_t ih = i * g.stride[0] - g.padding[0] + kh * g.dilation[0];
+                const int64_t iw = j * g.stride[1] - g.padding[1] + kw * g.dilation[1];
+                if (ih < 0 || ih >= g.h || iw < 0 || iw >= g.w) continue;
+                const int64_t channel = o / og * cg + c;
+                sum += xs[((n * g.c + channel) * g.h + ih) * g.w + iw] * ws[((o * cg + c) * g.k + kh) * g.k + kw];
+              }
+          y[((n * g.o + o) * oh + i) * ow + j] = sum;
+        }
+  return from_vector(y, {g.n, g.o, oh, ow}, DType::Float64);
+}
+
 void check_algorithm(ConvAlgorithm algorithm, GemmRoute route = GemmRoute::Auto) {
   const Geometry geometries[] = {{2, 16, 14, 14, 32, 3, {1, 1}, {1, 1}, {1, 1}, 1, false},
                                  {1, 8, 17, 11, 16, 3, {2, 2}, {1, 0}, {1, 1}, 1, true},
@@ -37,14 +67,13 @@ void check_algorithm(ConvAlgorithm algorithm, GemmRoute route = GemmRoute::Auto)
                                  {5, 8, 3, 3, 16, 1, {1, 1}, {0, 0}, {1, 1}, 1, true}};
   int seed = 1;
   for (const Geometry& g : geometries) {
-    INFO("algorithm " << conv_name(algorithm) << ", route " << route_name(route) << ", N " << g.n << ", C " << g.c << ", O " << g.o << ", k " << g.k << ", groups "
+    INFO("algorithm " << conv_name(algorithm) << ", route " << route_name(route) << ", N " << g.n
+                      << ", C " << g.c << ", O " << g.o << ", k " << g.k << ", groups "
                       << g.groups);
     Tensor x = uniform({g.n, g.c, g.h, g.w}, seed++, -1, 1), w = uniform({g.o, g.c / g.groups, g.k, g.k}, seed++, -1, 1);
-    std::optional<Tensor> b, b64;
-    if (g.bias) b = uniform({g.o}, seed++, -1, 1), b64 = cast(*b, DType::Float64);
-    // The reference under the default settings: the float64 convolution is ember's im2col either way.
-    Tensor want = conv2d(cast(x, DType::Float64), cast(w, DType::Float64), b64, g.stride, g.padding, g.dilation,
-                         g.groups);
+    std::optional<Tensor> b;
+    if (g.bias) b = uniform({g.o}, seed++, -1, 1);
+    Tensor want = direct_conv(x, w, b, g);
     ScopedStepSettings scoped(StepSettings{.gemm = route, .conv = algorithm});
     Tensor got = conv2d(x, w, b, g.stride, g.padding, g.dilation, g.groups);
     check_close(got, want, 1e-4, 1e-5);

@@ -465,7 +465,7 @@ class WarmStart:
                 blob, outcome = None, f"traced; not stored ({type(e).__name__}: {e})"
             _guards.bind_live(entry, self.traced)
             f_locals = entry.prepare_f_locals(*args, **kwargs)
-            identities_hold = _guards.identity_check_of(by_identity, f_locals, self.traced.__globals__, dropped)
+            identities_hold = _guards.identity_check_of(list(by_identity), f_locals, self.traced.__globals__, dropped)
         except Exception as e:
             reason = short_reason(e)
             self.negative = (key, _NEGATIVE + reason.encode())  # stored once the ordinary route serves

@@ -148,7 +148,7 @@ def by_source(dropped):
     for source, value, unkept in dropped:
         objects[source] = value
         by_identity[source] = by_identity.get(source, False) or unkept
-    return objects, [source for source, unkept in by_identity.items() if unkept]
+    return objects, {source for source, unkept in by_identity.items() if unkept}
 
 
 def changed_identity(identities, f_locals, live):
