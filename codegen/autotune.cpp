@@ -250,11 +250,14 @@ class StepRunner {
     constexpr int64_t kMaxValues = int64_t{32} << 20;
     int64_t values = 0;
     for (const Array& a : inputs) values += a.numel();
-    if (n->op == Op::ScaledDotProductAttention && inputs.size() > 1 && inputs[1].rank() >= 2)
-      values += inputs[0].numel() / std::max<int64_t>(inputs[0].shape().back(), 1) * inputs[1].shape()[inputs[1].rank() - 2];
+    if (n->op == Op::ScaledDotProductAttention && inputs.size() > 1 && inputs[1].rank() >= 2) {
+      const int64_t queries = inputs[0].numel() / std::max<int64_t>(inputs[0].shape().back(), 1);
+      values += queries * inputs[1].shape()[inputs[1].rank() - 2];  // the scores: queries x keys
+    }
     if (values > kMaxValues) return std::nullopt;
     std::vector<Array> wide;
-    for (const Array& a : inputs) wide.push_back(as_float64(a));
+    for (const Array& a : inputs)
+      wide.push_back(is_floating(a.dtype()) ? kernels::to_contiguous(a, DType::Float64) : a);
     std::vector<TensorType> types = n->types;
     for (TensorType& t : types)
       if (is_floating(t.dtype)) t.dtype = DType::Float64;

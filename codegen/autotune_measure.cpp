@@ -111,14 +111,6 @@ bool as_accurate(const std::vector<Array>& got, const std::vector<Array>& exact,
   return false;
 }
 
-Array as_float64(const Array& a) {
-  if (!is_floating(a.dtype()) || a.dtype() == DType::Float64) return a;
-  Array c = a.contiguous(), out = Array::empty(DType::Float64, a.shape());
-  double* d = out.data_as<double>();
-  for (int64_t i = 0; i < c.numel(); ++i) d[i] = value_at(c, i);
-  return out;
-}
-
 Array copy_keeping_layout(const Array& a) {
   int64_t extent = 1;  // elements from the first to the last one the view reaches
   for (size_t d = 0; d < a.shape().size(); ++d) {

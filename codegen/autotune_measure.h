@@ -49,8 +49,6 @@ double rms_error(const std::vector<Array>& got, const std::vector<Array>& exact,
 // Whether `got` is within twice `default_error` of `exact` (see the note); `why` says by how much not.
 bool as_accurate(const std::vector<Array>& got, const std::vector<Array>& exact, double default_error,
                  std::string& why);
-// `a` as contiguous float64 where it is a float array, else itself.
-Array as_float64(const Array& a);
 
 // A copy of `a` in memory of its own with the same shape and strides (an expanded input stays
 // expanded, a transposed one transposed), so that kernels take the same path on it.
