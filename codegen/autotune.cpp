@@ -180,7 +180,7 @@ std::string step_signature(const Executable& exec, int step, std::span<const Arr
     s = "kernel\n" + k->spec().str() + "\nconfig " + k->config().str();
   } else if (const KernelStep* other = exec.step_kernel(step).get()) {
     s = "kernel " + other->name();
-    if (dynamic_cast<const cpu::GemmEpilogue*>(other)) s += routes_present(true);
+    if (dynamic_cast<const cpu::GemmEpilogue*>(other)) s += routes_present(true) + " checked";
   } else {
     const Node* n = exec.step_node(step);
     s = "op " + std::string(n->info().name) + " " + attrs_str(n->attrs);
@@ -239,17 +239,29 @@ class StepRunner {
   void apply(int step, const Choice& choice) { exec_.set_step(step, kernel_for(step, choice), choice.settings); }
 
   // The step's outputs computed at float64 on the interpreter, where it is a library op whose
-  // candidates sum in other orders ([Note: no less accurate than the default]); else none. None
-  // either where that would cost more than a quarter of `budget_s` (at about 20 runs of the
-  // default, `default_s` each) or 256 MiB of float64 (the interpreter's attention expands its
-  // scores and mask to [batch..., queries, keys]).
-  std::optional<std::vector<Array>> exact_outputs(int step, std::span<const Array> inputs, double default_s,
+  // candidates sum in other orders, or with its product so where it is a GEMM and its epilogue
+  // ([Note: no less accurate than the default]); else none. None either where that would cost
+  // more than a quarter of `budget_s` (at about 20 runs of the default, `default_s` each) or 256
+  // MiB of float64 (the interpreter's attention expands its scores and mask to [batch...,
+  // queries, keys]).
+  std::optional<std::vector<Array>> exact_outputs(int step, std::span<const Array> inputs,
+                                                  std::span<const Array> outputs, double default_s,
                                                   double budget_s) const {
     const Node* n = exec_.step_node(step);
-    if (built_[step] || !is_library_step(n) || 20 * default_s > budget_s / 4) return std::nullopt;
+    const auto* epilogue = dynamic_cast<const cpu::GemmEpilogue*>(built_[step].get());
+    if ((built_[step] && !epilogue) || (!epilogue && !is_library_step(n)) || 20 * default_s > budget_s / 4)
+      return std::nullopt;
     constexpr int64_t kMaxValues = int64_t{32} << 20;
     int64_t values = 0;
     for (const Array& a : inputs) values += a.numel();
+    if (epilogue) {
+      for (const Array& o : outputs) values += o.numel();
+      if (values > kMaxValues) return std::nullopt;
+      std::vector<Array> exact;
+      for (const Array& o : outputs) exact.push_back(Array::empty(o.dtype(), o.shape()));
+      epilogue->run_exact_product(inputs, exact);
+      return exact;
+    }
     if (n->op == Op::ScaledDotProductAttention && inputs.size() > 1 && inputs[1].rank() >= 2) {
       const int64_t queries = inputs[0].numel() / std::max<int64_t>(inputs[0].shape().back(), 1);
       values += queries * inputs[1].shape()[inputs[1].rank() - 2];  // the scores: queries x keys
@@ -315,7 +327,7 @@ std::pair<TuningRecord, Choice> search_step(StepRunner& runner, const Tunable& t
   record.name = name;
   std::vector<Array> reference = t.outputs;
   Timing base = measure(runner.runner(t.step, runner.kernel_for(t.step, {}), {}, t.inputs, reference), budget_s / 4);
-  const std::optional<std::vector<Array>> exact = runner.exact_outputs(t.step, t.inputs, base.median, budget_s);
+  const std::optional<std::vector<Array>> exact = runner.exact_outputs(t.step, t.inputs, t.outputs, base.median, budget_s);
   const double default_error = exact ? rms_error(reference, *exact) : 0.0;
   ++timed;
   record.default_us = base.median * 1e6;

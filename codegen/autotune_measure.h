@@ -39,9 +39,11 @@ bool same_values(const std::vector<Array>& got, const std::vector<Array>& want, 
 // whose root mean square error against that is more than twice the default's, plus 2^-23 of the
 // values' own root mean square (a rounding or two, for products the default rounds exactly), is
 // rejected. oneDNN's brgemm convolution is rejected so where it sums over non-negative inputs.
-// Not checked so: a GEMM with its epilogue in one step ([Note: GEMM epilogues]; the interpreter
-// has no float64 form of the fused group), and a step whose float64 run would cost more than a
-// quarter of its budget or 256 MiB; their candidates pass on same_values alone.
+// A GEMM with its epilogue in one step ([Note: GEMM epilogues]) is checked against its product
+// at float64, rounded once, then its kernel (the interpreter has no float64 form of the fused
+// group, and the kernel rounds alike in every route: the routes differ in the product). Not
+// checked: a step whose float64 run would cost more than a quarter of its budget or 256 MiB; its
+// candidates pass on same_values alone.
 //
 // The root mean square, over every float output's elements where `exact` is finite, of
 // got - exact; and of exact itself in `scale`.

@@ -51,32 +51,56 @@ Matrix as_matrix(const Array& x, int64_t rows, int64_t cols) {
 GemmEpilogue::GemmEpilogue(std::shared_ptr<const CpuKernel> epilogue, int product)
     : epilogue_(std::move(epilogue)), product_(product) {}
 
-void GemmEpilogue::run(std::span<const Array> inputs, std::span<const Array> outputs) const {
+std::pair<Array, std::vector<Array>> GemmEpilogue::product_and_args(std::span<const Array> inputs,
+                                                                    std::span<const Array> outputs) const {
   const Array& a = inputs[0];
-  const Array& b = inputs[1];
-  const int64_t k = b.shape()[0], n = b.shape()[1];
+  const int64_t n = inputs[1].shape()[1];
   int64_t m = 1;
   for (int64_t d = 0; d + 1 < a.rank(); ++d) m *= a.shape()[d];
-  // C as the kernel reads it: its domain's shape (its outputs'), the same rows of n columns.
   const std::vector<int64_t>& domain = outputs[0].shape();
   EMBER_CHECK(!domain.empty() && domain.back() == n && outputs[0].numel() == m * n,
               "a GEMM's epilogue kernel does not cover its product");
   Array c = Array::empty(DType::Float32, domain);
   std::vector<Array> args(inputs.begin() + 2, inputs.end());
   args.insert(args.begin() + product_, c);
+  return {c, std::move(args)};
+}
+
+Array GemmEpilogue::as_product(const Array& c, const Array& a, int64_t n) {
+  std::vector<int64_t> product(a.shape().begin(), a.shape().end() - 1);
+  product.push_back(n);
+  return c.view(product, Array::contiguous_strides(product), c.offset());
+}
+
+void GemmEpilogue::run(std::span<const Array> inputs, std::span<const Array> outputs) const {
+  const Array& a = inputs[0];
+  const Array& b = inputs[1];
+  const int64_t k = b.shape()[0], n = b.shape()[1];
+  auto [c, args] = product_and_args(inputs, outputs);
   if (current_gemm_route() == GemmRoute::Generated && kernels::has_own_gemm()) {
     try {
-      return run_inside(a, b, c, m, n, k, args, outputs);
+      return run_inside(a, b, c, c.numel() / std::max<int64_t>(n, 1), n, k, args, outputs);
     } catch (const CodegenError&) {  // the tile did not compile (and wrote nothing): the library runs it
     }
   }
   // The interpreter's matmul into C, as the matmul's own step ran it, then the kernel.
-  std::vector<int64_t> product(a.shape().begin(), a.shape().end() - 1);
-  product.push_back(n);
-  const Array into = c.view(product, Array::contiguous_strides(product), c.offset());
-  const TensorType type{DType::Float32, Shape(product.begin(), product.end())};
+  const Array into = as_product(c, a, n);
+  const TensorType type{DType::Float32, Shape(into.shape().begin(), into.shape().end())};
   run_op(Op::MatMul, Attrs{}, std::vector<Array>{a, b}, std::span<const TensorType>(&type, 1), {},
          std::span<const Array>(&into, 1));
+  epilogue_->run(args, outputs);
+}
+
+void GemmEpilogue::run_exact_product(std::span<const Array> inputs, std::span<const Array> outputs) const {
+  const Array& a = inputs[0];
+  const int64_t n = inputs[1].shape()[1];
+  auto [c, args] = product_and_args(inputs, outputs);
+  const Array into = as_product(c, a, n);
+  const TensorType type{DType::Float64, Shape(into.shape().begin(), into.shape().end())};
+  const std::vector<Array> wide{kernels::to_contiguous(a, DType::Float64),
+                                kernels::to_contiguous(inputs[1], DType::Float64)};
+  const std::vector<Array> exact = run_op(Op::MatMul, Attrs{}, wide, std::span<const TensorType>(&type, 1), {});
+  kernels::copy_into(exact[0], into);
   epilogue_->run(args, outputs);
 }
 

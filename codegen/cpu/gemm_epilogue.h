@@ -28,10 +28,21 @@ class GemmEpilogue : public KernelStep {
   GemmEpilogue(std::shared_ptr<const CpuKernel> epilogue, int product);
   // inputs: A ([..., M, K]), B ([K, N]), then the kernel's inputs without the product.
   void run(std::span<const Array> inputs, std::span<const Array> outputs) const override;
+  // The step with its product computed at float64 and rounded to float32 once, then the kernel:
+  // the reference that max-autotune measures its GEMM routes' rounding against ([Note: no less
+  // accurate than the default] in codegen/autotune_measure.h). The kernel's own rounding is the
+  // same in every route, so what differs from this is the product's.
+  void run_exact_product(std::span<const Array> inputs, std::span<const Array> outputs) const;
   std::string name() const override { return "gemm+" + epilogue_->name(); }
   const CpuKernel& epilogue() const { return *epilogue_; }
 
  private:
+  // C as the kernel reads it (its domain: the same rows of n columns), and the kernel's arguments
+  // with C in the product's place.
+  std::pair<Array, std::vector<Array>> product_and_args(std::span<const Array> inputs,
+                                                        std::span<const Array> outputs) const;
+  // A view of c in the product's own shape ([..., M, N]), for a matmul to write into.
+  static Array as_product(const Array& c, const Array& a, int64_t n);
   // Ember's own GEMM into c, the kernel on each piece of it.
   void run_inside(const Array& a, const Array& b, const Array& c, int64_t m, int64_t n, int64_t k,
                   std::span<const Array> args, std::span<const Array> outputs) const;

@@ -194,3 +194,56 @@ TEST_CASE("gemm epilogues: 16 callers at once, and 16 threads for one call, on e
   for (std::thread& t : callers) t.join();
   REQUIRE(wrong == 0);
 }
+
+TEST_CASE("gemm epilogues: the float64 reference rounds the product once, then runs the kernel", "[gemm][epilogue]") {
+  // [Note: no less accurate than the default]: max-autotune measures each route's rounding
+  // against this. Over a depth of 4096, a float32 GEMM's sums are more than half a unit in the
+  // last place off; the product rounded once, then the bias added in float32, is within half of
+  // one of the float32 product's exact rounding plus the bias.
+  if (!codegen::cpu::jit_available()) return;
+  const char* ir = R"(graph(%0: f32[8, 4096], %1: f32[4096, 16], %2: f32[16]) {
+    %3 = matmul(%0, %1) : f32[8, 16]
+    %4 = add(%3, %2) : f32[8, 16]
+    %5 = relu(%4) : f32[8, 16]
+    return %5
+  })";
+  int epilogues = 0;
+  auto exec = plan(ir, epilogues);
+  REQUIRE(epilogues == 1);
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<float> unit(0.0f, 1.0f);
+  std::vector<Array> inputs;
+  for (std::vector<int64_t> shape : {std::vector<int64_t>{8, 4096}, {4096, 16}, {16}}) {
+    inputs.push_back(Array::empty(DType::Float32, shape));
+    for (int64_t i = 0; i < inputs.back().numel(); ++i) inputs.back().data_as<float>()[i] = unit(rng);
+  }
+  const codegen::cpu::GemmEpilogue* step = nullptr;
+  std::vector<Array> step_inputs;
+  exec->run(inputs, {}, nullptr, {}, [&](int i, std::span<const Array> in, std::span<const Array>) {
+    if ((step = dynamic_cast<const codegen::cpu::GemmEpilogue*>(exec->step_kernel(i).get())))
+      step_inputs.assign(in.begin(), in.end());
+  });
+  REQUIRE(step != nullptr);
+  Array exact = Array::empty(DType::Float32, {8, 16}), rounded = Array::empty(DType::Float32, {8, 16});
+  step->run_exact_product(step_inputs, std::span<const Array>(&exact, 1));
+  {
+    ThreadCountForCall one(1);
+    ScopedStepSettings library(StepSettings{.gemm = GemmRoute::Blas});
+    step->run(step_inputs, std::span<const Array>(&rounded, 1));
+  }
+  double exact_ulps = 0, float32_ulps = 0;  // the largest error, in units of 2^-23 of the value
+  for (int64_t r = 0; r < 8; ++r)
+    for (int64_t c = 0; c < 16; ++c) {
+      double want = inputs[2].data_as<float>()[c];
+      double sum = 0;
+      for (int64_t k = 0; k < 4096; ++k)
+        sum += double(inputs[0].data_as<float>()[r * 4096 + k]) * inputs[1].data_as<float>()[k * 16 + c];
+      want = std::max(0.0, double(float(sum)) + want);  // no float32 rounds better than this
+      const double ulp = std::ldexp(std::abs(want), -23);
+      exact_ulps = std::max(exact_ulps, std::abs(exact.data_as<float>()[r * 16 + c] - want) / ulp);
+      float32_ulps = std::max(float32_ulps, std::abs(rounded.data_as<float>()[r * 16 + c] - want) / ulp);
+    }
+  INFO("float64 reference " << exact_ulps << " ulp, a float32 GEMM's " << float32_ulps);
+  CHECK(exact_ulps <= 0.51);
+  CHECK(float32_ulps > 1.0);
+}
