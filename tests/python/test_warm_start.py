@@ -733,3 +733,30 @@ def test_a_closure_over_negative_zero_after_zero(monkeypatch, tmp_path):
     for s in (0.0, -0.0, float("nan"), 0.0, -0.0):  # found wrong at the last
         f = over(s)
         torch.testing.assert_close(ember.compile(f)(x), f(x), equal_nan=True)
+
+
+_LIMIT = 2.5
+
+
+def _below_and_clamped(a):
+    return a < _LIMIT, a.clamp(max=_LIMIT)
+
+
+def test_a_loaded_entry_checks_a_float_global_that_a_recompile_made_an_input(monkeypatch, tmp_path):
+    # [Note: guards in Python read live globals] in _warm_guards.py: at the second value Dynamo
+    # makes the global a graph input, lowering specializes it (a guard in Python, `== 100000.0`),
+    # and that guard read the saved globals of a loaded entry: 1e-3 was served 1e5's graph.
+    global _LIMIT
+    monkeypatch.setenv("EMBER_CACHE_DIR", str(tmp_path))
+    x = torch.tensor([3, 250, 100, 7], dtype=torch.uint8)
+    outcomes_seen = []
+    try:
+        for value in (2.5, 1e5, 1e-3, 1e-3):
+            _LIMIT = value
+            compiled = ember.compile(_below_and_clamped)  # a new compile: its entry is loaded from disk
+            for got, want in zip(compiled(x), _below_and_clamped(x)):
+                assert torch.equal(got, want), f"{_LIMIT}: {got} against {want}"
+            outcomes_seen += [w["outcome"] for w in report_of(compiled).warm]
+    finally:
+        _LIMIT = 2.5
+    assert outcomes_seen[-1] == "loaded"  # the entry stored at the same value

@@ -335,7 +335,48 @@ def bind_live(entry, traced, f_locals=None, also=()):
         for name, value in f_locals.items():  # what it could not save (a closure's function)
             if name not in scope or type(scope[name]).__name__ == "_Missing":
                 scope[name] = value
+        saved = _SavedThenLive(state.output_graph.global_scope or {}, live)
+        state.output_graph.global_scope = saved
         artifacts.guard_manager = load_guard_manager(state, artifacts.original_code, live)
+        saved.go_live()
+
+
+class _SavedThenLive(dict):
+    """[Note: guards in Python read live globals]
+    Dynamo builds a loaded entry's guards over the globals that tracing saved (each guard's
+    expected value comes from them), and its guards in Python (the shape environment's, such as
+    `G['s'] == 100000.0` for a float global that a recompile made a graph input and lowering
+    then specialized) keep reading that saved copy at every check, where the copy always holds
+    the value they expect: an entry stored at s = 1e5 served s = 1e-3 with 1e5's graph (a
+    silent wrong replay). Its guards in C++ read the live globals. This mapping is the saved
+    globals while the guards are built, and the live ones once `go_live` is called: the Python
+    guards then read what Dynamo's own check of a traced frame reads, the module's globals. A
+    name only Dynamo made (its builtins' dict) is read from the saved ones where the module
+    lacks it."""
+
+    def __init__(self, saved, live):
+        super().__init__(saved)
+        self._live = None
+        self._pending = live
+
+    def go_live(self):
+        self._live = self._pending
+
+    def __getitem__(self, name):
+        live = self._live
+        if live is None or (name not in live and _made_by_dynamo(name)):
+            return super().__getitem__(name)
+        return live[name]
+
+    def get(self, name, default=None):
+        try:
+            return self[name]
+        except KeyError:
+            return default
+
+    def __contains__(self, name):
+        live = self._live
+        return super().__contains__(name) if live is None else name in live or super().__contains__(name)
 
 
 # [Note: the pregraph record]
