@@ -140,7 +140,7 @@ bool dumping() {
 
 // Bumped whenever the emitter or the lowering changes what a spec compiles to: old entries of the
 // disk cache must not be loaded for it.
-constexpr const char* kCodegenVersion = "cpu-26";
+constexpr const char* kCodegenVersion = "cpu-27";
 
 // The disk cache's key of the code that `what` (a text that decides the MLIR) compiles to here.
 std::string object_key(const std::string& what) {

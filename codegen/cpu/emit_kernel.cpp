@@ -524,7 +524,7 @@ class KernelWriter {
       if (width && out.ty.width == 0) out = broadcast(out, width);
     } else if (v < static_cast<int>(num_inputs())) {
       out = load(v, base[v], j, width);
-    } else if (instr(v).op == Op::Div && !reciprocals_.empty() && !reciprocals_[instr(v).args[1]].name.empty()) {
+    } else if (static_cast<size_t>(v) < by_reciprocal_.size() && by_reciprocal_[v]) {
       Val scale = reciprocals_[instr(v).args[1]];  // [Note: reciprocals of row divisors]
       out = m_.binary("arith.mulf", value_at(instr(v).args[0], base, j, width, memo), width ? broadcast(scale, width) : scale);
     } else {
@@ -804,7 +804,27 @@ class KernelWriter {
   // only when every such reciprocal is a normal number (the divisor's magnitude within
   // [2^-m, 2^m] for the float's smallest normal exponent -m), else the dividing one: a
   // reciprocal that overflowed or went subnormal would lose what the division keeps. The
-  // product can differ from the quotient in the last place.
+  // product can differ from the quotient in the last place, so the rule keeps to divisions that
+  // PyTorch computes so and that no other pass computes: the divisor comes from a reduction
+  // (a sum, a norm; not an input broadcast along the row, `x / t` with t a scalar, which PyTorch
+  // divides), and the quotient is not an argument of a reduction. A quotient that a reduction
+  // pass computed by dividing and the store pass by multiplying differed in the last place
+  // between the two: `(x / t).softmax(-1)` subtracted a max of 9000 from 8999.999 and its
+  // largest probability came out 0.99902 for 1.
+  bool reciprocal_allowed(int v, int divisor, const std::vector<int>& levels, const std::vector<bool>& reduced) const {
+    return levels[divisor] > 0 && !reduced[v];
+  }
+  // Per value: whether a reduction pass computes it (an argument of a reduction, or of one).
+  std::vector<bool> reduced_values() const {
+    std::vector<bool> reduced(row_.size(), false);
+    for (size_t v = row_.size(); v-- > num_inputs();) {
+      const KernelInstr& b = instr(v);
+      if (!reduced[v] && !is_row_reduction(b.op)) continue;
+      for (int a : b.args) reduced[a] = true;
+    }
+    return reduced;
+  }
+
   void store_pass(const std::vector<Val>& base, const Val& fast) {
     bool any = false;
     for (bool row : row_output_) any = any || !row;
@@ -817,7 +837,7 @@ class KernelWriter {
     m_.open("scf.if " + safe->name + " {");
     pass();
     m_.middle("} else {");
-    reciprocals_.assign(row_.size(), Val{});
+    by_reciprocal_.assign(row_.size(), false);
     pass();
     m_.close();
   }
@@ -827,7 +847,10 @@ class KernelWriter {
   // division.
   std::optional<Val> row_reciprocals() {
     reciprocals_.assign(row_.size(), Val{});
+    by_reciprocal_.assign(row_.size(), false);
     std::optional<Val> safe;
+    const std::vector<int> levels = value_levels();
+    const std::vector<bool> reduced = reduced_values();
     for (size_t v = num_inputs(); v < row_.size(); ++v) {
       const KernelInstr& b = instr(v);
       if (row_[v] || b.op != Op::Div || b.args.size() != 2) continue;
@@ -835,9 +858,11 @@ class KernelWriter {
       DType dt = b.compute;
       bool plain = (dt == DType::Float32 || dt == DType::Float64) && spec_.dtype_of(v) == dt &&
                    spec_.dtype_of(b.args[0]) == dt && spec_.dtype_of(divisor) == dt;
-      if (!row_[divisor] || !plain || !reciprocals_[divisor].name.empty()) continue;
+      if (!row_[divisor] || !plain || !reciprocal_allowed(static_cast<int>(v), divisor, levels, reduced)) continue;
       const Val& d = row_vals_[divisor];
       if (d.name.empty() || d.ty.width != 0) continue;
+      by_reciprocal_[v] = true;
+      if (!reciprocals_[divisor].name.empty()) continue;  // made for an earlier division by it
       reciprocals_[divisor] = m_.binary("arith.divf", m_.constant(1.0, d.ty), d);
       double limit = dt == DType::Float32 ? 0x1p126 : 0x1p1022;
       Val magnitude = m_.unary("math.absf", d);
@@ -874,6 +899,7 @@ class KernelWriter {
   Val c0_, c1_;
   std::vector<Val> sizes_;
   std::vector<Operand> operands_;
+  std::vector<bool> by_reciprocal_;  // per value: a division the store pass computes by reciprocals_
   std::vector<bool> row_;         // per value: a row value (row kernels)
   std::vector<bool> row_output_;  // per output: stored once per row
   std::vector<Val> row_vals_;     // the current row's row values, as computed

@@ -198,6 +198,23 @@ TEST_CASE("row kernels: a division by a row value multiplies by its reciprocal o
   check_close(g(tiny), full({2, 33}, 1.0 / 33), 1e-6, 1e-7);
 }
 
+TEST_CASE("row kernels: a quotient that a reduction reads is divided in every pass", "[codegen][rows]") {
+  // [Note: reciprocals of row divisors]: (x / t).softmax(-1) computed x / t by dividing for the
+  // max and by multiplying with 1 / t when storing; 9 / 0.001f came out 9000 in one and
+  // 8999.999 in the other, and the row's largest probability 0.99902 instead of 1.
+  auto fn = [](const Tensor& x, const Tensor& t) { return softmax(x / t, -1) + x; };
+  Tensor x = from_vector({3, 250, 100, 7, 1, -2, 0.5, 9}, {2, 4});
+  Tensor t = full({}, 0.001, DType::Float32);
+  auto f = compile(fn);
+  check_close(f(x, t), fn(x, t), 1e-6, 1e-6);
+  // By a value broadcast along the row (an input, not a reduction's), PyTorch divides: so does
+  // the store pass, bit for bit.
+  auto scaled = [](const Tensor& x, const Tensor& t) { return x / t + max(x, {-1}, true); };
+  Tensor rows = uniform({8, 37}, 3, -3, 3), per_row = uniform({8, 1}, 4, 0.1, 3);
+  auto g = compile(scaled);
+  CHECK(test::same_bits(g(rows, per_row), scaled(rows, per_row)));
+}
+
 TEST_CASE("fusion: a node does not join a group that waits, through another group, for its value", "[codegen][fusion]") {
   // k = c * c is a scalar group; the row group over x reads k (x - sum(x) / k), and
   // reshape(sum(x)) / k would join k's group through k. No node path leads from sum(x) back to
