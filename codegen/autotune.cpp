@@ -249,8 +249,8 @@ class StepRunner {
                                                   double budget_s) const {
     const Node* n = exec_.step_node(step);
     const auto* epilogue = dynamic_cast<const cpu::GemmEpilogue*>(built_[step].get());
-    if ((built_[step] && !epilogue) || (!epilogue && !is_library_step(n)) || 20 * default_s > budget_s / 4)
-      return std::nullopt;
+    const bool checked = epilogue || (!built_[step] && is_library_step(n));
+    if (!checked || 20 * default_s > budget_s / 4) return std::nullopt;
     constexpr int64_t kMaxValues = int64_t{32} << 20;
     int64_t values = 0;
     for (const Array& a : inputs) values += a.numel();

@@ -46,6 +46,13 @@ Matrix as_matrix(const Array& x, int64_t rows, int64_t cols) {
   return {copy.data_as<float>(), cols, false, copy};
 }
 
+// A's rows: its dims but the last, flattened.
+int64_t rows_of(const Array& a) {
+  int64_t m = 1;
+  for (int64_t d = 0; d + 1 < a.rank(); ++d) m *= a.shape()[d];
+  return m;
+}
+
 }  // namespace
 
 GemmEpilogue::GemmEpilogue(std::shared_ptr<const CpuKernel> epilogue, int product)
@@ -54,9 +61,7 @@ GemmEpilogue::GemmEpilogue(std::shared_ptr<const CpuKernel> epilogue, int produc
 std::pair<Array, std::vector<Array>> GemmEpilogue::product_and_args(std::span<const Array> inputs,
                                                                     std::span<const Array> outputs) const {
   const Array& a = inputs[0];
-  const int64_t n = inputs[1].shape()[1];
-  int64_t m = 1;
-  for (int64_t d = 0; d + 1 < a.rank(); ++d) m *= a.shape()[d];
+  const int64_t n = inputs[1].shape()[1], m = rows_of(a);
   const std::vector<int64_t>& domain = outputs[0].shape();
   EMBER_CHECK(!domain.empty() && domain.back() == n && outputs[0].numel() == m * n,
               "a GEMM's epilogue kernel does not cover its product");
@@ -79,7 +84,7 @@ void GemmEpilogue::run(std::span<const Array> inputs, std::span<const Array> out
   auto [c, args] = product_and_args(inputs, outputs);
   if (current_gemm_route() == GemmRoute::Generated && kernels::has_own_gemm()) {
     try {
-      return run_inside(a, b, c, c.numel() / std::max<int64_t>(n, 1), n, k, args, outputs);
+      return run_inside(a, b, c, rows_of(a), n, k, args, outputs);
     } catch (const CodegenError&) {  // the tile did not compile (and wrote nothing): the library runs it
     }
   }
