@@ -1,5 +1,6 @@
 // Elementwise ops: shape by broadcasting, dtype by promotion, and their scalar semantics, written
 // once and shared by the interpreter, constant folding and (later) the code generators.
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -121,8 +122,10 @@ TensorType infer_elementwise(const OpInfo& op, std::span<const TensorType> in, c
   DType promoted = promoted_dtype(values);
   if (op.integral_only && is_floating(promoted))
     EMBER_OP_ERROR(Type, op, "is only defined on integer and bool tensors, got ", dtype_name(promoted));
-  if (op.no_bool && is_bool(promoted))
-    EMBER_OP_ERROR(Type, op, "is not supported on bool tensors (use logical_not / logical_xor)");
+  // OpInfo::no_bool (neg, abs, sub): PyTorch refuses a bool operand even where the other
+  // promotes it away (True - uint8).
+  if (op.no_bool && std::any_of(values.begin(), values.end(), [](const TensorType& t) { return is_bool(t.dtype); }))
+    EMBER_OP_ERROR(Type, op, "is not supported on bool tensors, as in PyTorch (for masks: logical_not, logical_xor)");
   if (op.op == Op::Cast) return {attr_dtype(attrs, "dtype"), shape};
   if (op.bool_result) return {DType::Bool, shape};
   if (op.float_result && !is_floating(promoted)) return {kDefaultFloat, shape};
@@ -143,7 +146,7 @@ void register_elementwise(Table& table) {
   using D = Def;
   const Def defs[] = {
       {Op::Neg, "-x", EMBER_FNS((std::is_integral_v<T> ? T(wrap(0 - u(int64_t(a[0])))) : -a[0])), D::NoBool},
-      {Op::Abs, "|x|", EMBER_FNS((a[0] < 0 ? (std::is_integral_v<T> ? T(wrap(0 - u(int64_t(a[0])))) : -a[0]) : (a[0] == 0 ? T(0) : a[0])))},
+      {Op::Abs, "|x|", EMBER_FNS((a[0] < 0 ? (std::is_integral_v<T> ? T(wrap(0 - u(int64_t(a[0])))) : -a[0]) : (a[0] == 0 ? T(0) : a[0]))), D::NoBool},
       {Op::Exp, "e^x", EMBER_FLOAT_FNS(std::exp(a[0])), D::FloatResult},
       {Op::Exp2, "2^x", EMBER_FLOAT_FNS(std::exp2(a[0])), D::FloatResult},
       {Op::Log, "natural logarithm", EMBER_FLOAT_FNS(std::log(a[0])), D::FloatResult},

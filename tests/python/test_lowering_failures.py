@@ -78,3 +78,19 @@ def test_a_lowering_of_the_wrong_dtype_is_a_failure(monkeypatch):
         out = compiled(x)
     assert_same(out, _sin_plus_one(x))
     assert report_of(compiled).failed_lowering_count() == 1
+
+
+@pytest.mark.parametrize("fn, x, error", [
+    (lambda b: b.abs(), torch.tensor([True, False]), NotImplementedError),
+    (lambda a: True - a, torch.tensor([3, 250], dtype=torch.uint8), RuntimeError),
+    (lambda b: -b, torch.tensor([True, False]), RuntimeError),
+], ids=["abs", "rsub", "neg"])
+def test_an_op_pytorch_refuses_on_bool_raises_its_error(fn, x, error):
+    # ember's IR refuses a bool operand of abs, neg and sub as PyTorch does; abs and True - x
+    # computed a value where eager raises (found by an adversarial helper).
+    with pytest.raises(error):
+        fn(x)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with pytest.raises(error):
+            ember.compile(fn)(x)

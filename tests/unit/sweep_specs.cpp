@@ -30,7 +30,7 @@ const std::vector<Spec>& specs() {
                   Op::Tan,        Op::Tanh,       Op::Sigmoid, Op::Relu,  Op::Gelu,  Op::Silu,
                   Op::Erf,        Op::Floor,      Op::Ceil,    Op::Round, Op::Trunc, Op::Sign,
                   Op::Reciprocal, Op::LogicalNot, Op::IsNan,   Op::IsInf, Op::Cast})
-      add(op, "unary", op == Op::Neg ? no_bool : all_dtypes, elementwise);
+      add(op, "unary", op == Op::Neg || op == Op::Abs ? no_bool : all_dtypes, elementwise);
     for (Op op : {Op::Add,        Op::Sub,       Op::Mul,        Op::Div,        Op::FloorDivide,
                   Op::Remainder,  Op::Pow,       Op::Maximum,    Op::Minimum,    Op::Eq,
                   Op::Ne,         Op::Lt,        Op::Le,         Op::Gt,         Op::Ge,

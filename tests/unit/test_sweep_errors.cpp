@@ -91,6 +91,8 @@ TEST_CASE("op sweep: invalid inputs raise ember::Error of the right kind", "[swe
        [&] { ember::pow(full({2}, 3), full({2}, -1)); }},
       {"shapes that do not broadcast", ErrorKind::Value, [&] { add(f32, ones({4})); }},
       {"sub of bool tensors", ErrorKind::Type, [&] { sub(b, b); }},
+      {"sub of a bool tensor and an integer one", ErrorKind::Type, [&] { sub(b, i32); }},  // PyTorch refuses it
+      {"abs of a bool tensor", ErrorKind::Type, [&] { ember::abs(b); }},
       {"bitwise_and of floats", ErrorKind::Type, [&] { bitwise_and(f32, f32); }},
       {"gelu with an unknown approximation", ErrorKind::Value, [&] { gelu(f32, "fast"); }},
       {"reshape to the wrong size", ErrorKind::Value, [&] { reshape(f32, {4}); }},
