@@ -140,6 +140,10 @@ KERNELS = {
                                               lambda: (torch.randn(2048, 1024),)),
     "x + b, softmax and column sum 2048x1024": (lambda x, b: (torch.softmax(x + b, -1), (x + b).sum(0)),
                                                  lambda: (torch.randn(2048, 1024), torch.randn(1024))),
+    # A value read by its own row kernel and two others: stored once, or recomputed in each.
+    "exp(x), row sum, column sum and a product 1024x1024": (
+        lambda x, y: (x.exp().sum(-1), x.exp().sum(0), y * x.exp()),
+        lambda: (torch.randn(1024, 1024), torch.randn(2, 1024, 1024))),
 }
 
 

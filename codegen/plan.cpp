@@ -109,20 +109,24 @@ FusedStep with_gemm(FusedStep step, const GemmProduct& product, const std::unord
   return step;
 }
 
-// A value that one step stores for exactly one other to read, which that one could compute
-// again instead ([Note: recompute or store] in codegen/cpu/recompute_choice.h): steps `producer`
-// and `reader`, and the value.
-struct RecomputePair {
-  int producer = -1, reader = -1;
+// A value that one step stores for other steps to read, each of which could compute it again
+// instead ([Note: recompute or store] in codegen/cpu/recompute_choice.h): step `producer`, steps
+// `readers`, and the value.
+struct RecomputeSite {
+  int producer = -1;
+  std::vector<int> readers;  // in step order
   Value value;
-  std::vector<Node*> cone;  // the nodes the reader computes again: the value's, and those of the
+  std::vector<Node*> cone;  // the nodes each reader computes again: the value's, and those of the
                             // producer's it is computed from
   std::vector<Value> leaves;  // what the cone reads: values no kernel makes
-  int producer_spec = -1, reader_spec = -1;  // the kernels of the recomputing way (-1: none)
-  std::vector<Value> producer_inputs, reader_inputs;  // what those kernels read
+  int producer_spec = -1;  // the producer's kernel in the recomputing way (-1: none)
+  std::vector<int> reader_specs;  // each reader's kernel in the recomputing way
+  std::vector<Value> producer_inputs;  // what those kernels read
+  std::vector<std::vector<Value>> reader_inputs;
 };
 
 constexpr size_t kMaxCone = 8;
+constexpr size_t kMaxReaders = 4;  // each one more kernel to compile, and the value computed once more
 
 // Whether v is a constant that some pow reads as its exponent: a kernel specialises on those
 // ("immediates", spec_of_group), so one kernel that reads it as an input and another that holds
@@ -162,12 +166,13 @@ std::pair<std::vector<Node*>, std::vector<Value>> recomputable_cone(Node* value,
   return {cone, leaves};
 }
 
-// Whether units a and b can run as one step: no value leaves them and comes back through another
-// unit. A unit is a step with the steps joined into it (`members`; step_of maps a node to its
-// unit), or a node outside the steps. Pairs joined before count as one: two pairs each joinable
-// alone made a cycle together in ResNet-50.
-bool joinable(const std::vector<FusedStep>& steps, const std::vector<std::vector<int>>& members, int a, int b,
+// Whether `units` can run as one step: no value leaves them and comes back through another unit.
+// A unit is a step with the steps joined into it (`members`; step_of maps a node to its unit), or
+// a node outside the steps. Sets joined before count as one: two pairs each joinable alone made a
+// cycle together in ResNet-50.
+bool joinable(const std::vector<FusedStep>& steps, const std::vector<std::vector<int>>& members, const std::vector<int>& units,
               const std::vector<int>& step_of, const Graph& g) {
+  auto inside = [&](int unit) { return std::find(units.begin(), units.end(), unit) != units.end(); };
   auto step_inputs = [&](int unit, const Node* single) -> std::vector<const Node*> {
     std::vector<const Node*> nodes;
     if (unit >= 0) {
@@ -181,14 +186,14 @@ bool joinable(const std::vector<FusedStep>& steps, const std::vector<std::vector
   std::vector<char> seen(g.id_bound(), 0);
   std::vector<int> seen_step(steps.size(), 0);
   std::vector<const Node*> stack;
-  for (int s : {a, b})
+  for (int s : units)
     for (const Node* n : step_inputs(s, nullptr))
-      if (step_of[n->id()] != a && step_of[n->id()] != b) stack.push_back(n);
+      if (!inside(step_of[n->id()])) stack.push_back(n);
   while (!stack.empty()) {
     const Node* n = stack.back();
     stack.pop_back();
     const int unit = step_of[n->id()];
-    if (unit == a || unit == b) return false;  // out of the pair and back in
+    if (unit >= 0 && inside(unit)) return false;  // out of the set and back in
     if (seen[n->id()] || (unit >= 0 && seen_step[unit])) continue;
     seen[n->id()] = 1;
     if (unit >= 0) seen_step[unit] = 1;
@@ -197,53 +202,69 @@ bool joinable(const std::vector<FusedStep>& steps, const std::vector<std::vector
   return true;
 }
 
-// The one step other than `self` that reads v, when it reads nothing else of self's (the joined
-// step's output would be its own input); else -1.
-int sole_reader(const Value& v, int self, const std::vector<FusedStep>& steps, const std::vector<int>& step_of) {
-  int reader = -1;
+// The steps other than `self` that read v (at most kMaxReaders, in step order), when nothing else
+// does and each reads nothing else of self's or of another reader's (joined, the step would read
+// its own output); else none.
+std::vector<int> readers_of(const Value& v, int self, const std::vector<FusedStep>& steps, const std::vector<int>& step_of) {
+  std::vector<int> readers;
   for (const Use& u : v.node->uses()) {
     const int r = u.user ? step_of[u.user->id()] : -1;
     if (r == self) continue;
-    if (r < 0 || (reader >= 0 && r != reader)) return -1;
-    reader = r;
+    if (r < 0) return {};
+    if (std::find(readers.begin(), readers.end(), r) == readers.end()) readers.push_back(r);
   }
-  if (reader < 0) return -1;
-  for (const Value& w : steps[reader].inputs)
-    if (w != v && step_of[w.node->id()] == self) return -1;
-  return reader;
+  if (readers.size() > kMaxReaders) return {};
+  std::sort(readers.begin(), readers.end());
+  for (int r : readers)
+    for (const Value& w : steps[r].inputs) {
+      const int from = step_of[w.node->id()];
+      if (w != v && (from == self || std::find(readers.begin(), readers.end(), from) != readers.end())) return {};
+    }
+  return readers;
 }
 
-// The pairs of steps where a value could be recomputed: an elementwise node's value, not returned,
-// computed (through at most kMaxCone elementwise nodes of its step) from inputs of its step that no
-// kernel makes, read outside its step by one other step alone; steps whose product is a GEMM's
-// (`taken`) and steps in a pair already are left alone.
-std::vector<RecomputePair> recompute_pairs(const std::vector<FusedStep>& steps, const std::unordered_set<const Node*>& returned,
+// Where a value could be recomputed: an elementwise node's value, not returned, computed (through
+// at most kMaxCone elementwise nodes of its step) from inputs of its step that no kernel makes,
+// read outside its step by other steps alone; steps whose product is a GEMM's (`taken`) and steps
+// in a site already are left alone.
+std::vector<RecomputeSite> recompute_sites(const std::vector<FusedStep>& steps, const std::unordered_set<const Node*>& returned,
                                            std::vector<bool> taken, const Graph& g) {
   std::vector<int> step_of(g.id_bound(), -1);
   for (size_t i = 0; i < steps.size(); ++i)
     for (const Node* n : steps[i].nodes) step_of[n->id()] = static_cast<int>(i);
   std::vector<std::vector<int>> members(steps.size());
   for (size_t i = 0; i < steps.size(); ++i) members[i] = {static_cast<int>(i)};
-  std::vector<RecomputePair> pairs;
+  std::vector<RecomputeSite> sites;
   for (size_t i = 0; i < steps.size(); ++i) {
+    const int self = static_cast<int>(i);
     for (const Value& v : steps[i].outputs) {
       Node* n = v.node;
       if (taken[i] || returned.count(n)) continue;
-      const int reader = sole_reader(v, static_cast<int>(i), steps, step_of);
-      if (reader < 0 || taken[reader]) continue;
-      auto [cone, leaves] = recomputable_cone(n, steps[i], static_cast<int>(i), step_of);
-      if (cone.empty() || !joinable(steps, members, static_cast<int>(i), reader, step_of, g)) continue;
-      if (config::log_enabled("fusion"))
+      std::vector<int> readers = readers_of(v, self, steps, step_of);
+      if (readers.empty() || std::any_of(readers.begin(), readers.end(), [&](int r) { return bool(taken[r]); })) continue;
+      auto [cone, leaves] = recomputable_cone(n, steps[i], self, step_of);
+      std::vector<int> units = readers;
+      units.push_back(self);
+      if (cone.empty() || !joinable(steps, members, units, step_of, g)) continue;
+      if (config::log_enabled("fusion")) {
+        std::string by;
+        for (int r : readers) by += (by.empty() ? "" : ", ") + std::to_string(r);
         config::log("fusion", "%" + std::to_string(n->id()) + " (" + std::string(n->info().name) + ") is stored by step " +
-                                  std::to_string(i) + " or recomputed by step " + std::to_string(reader) +
+                                  std::to_string(i) + " or recomputed by step" + (readers.size() > 1 ? "s " : " ") + by +
                                   ": one step with both ways");
-      pairs.push_back({static_cast<int>(i), reader, v, std::move(cone), std::move(leaves)});
-      taken[i] = taken[reader] = true;
-      for (const Node* m : steps[reader].nodes) step_of[m->id()] = static_cast<int>(i);  // one unit from now on
-      members[i].push_back(reader);
+      }
+      taken[i] = true;
+      for (int r : readers) {
+        taken[r] = true;
+        for (const Node* m : steps[r].nodes) step_of[m->id()] = self;  // one unit from now on
+        members[i].push_back(r);
+      }
+      RecomputeSite& site = sites.emplace_back();
+      site.producer = self, site.readers = std::move(readers), site.value = v;
+      site.cone = std::move(cone), site.leaves = std::move(leaves);
     }
   }
-  return pairs;
+  return sites;
 }
 
 // Where each of `values` is among `all` (RecomputeChoice::kValue for `value`).
@@ -278,46 +299,56 @@ std::vector<Value> outputs_but(const FusedStep& step, const Value& value) {
   return kept;
 }
 
-// The kernels of the recomputing way of `pair`, appended to `specs`.
-void add_recompute_specs(RecomputePair& pair, const std::vector<FusionGroup>& groups, const std::vector<FusedStep>& steps,
+// The kernels of the recomputing way of `site`, appended to `specs`.
+void add_recompute_specs(RecomputeSite& site, const std::vector<FusionGroup>& groups, const std::vector<FusedStep>& steps,
                          const std::unordered_map<const Node*, int>& position, std::vector<KernelSpec>& specs) {
-  const std::vector<Value> kept = outputs_but(steps[pair.producer], pair.value);
+  const std::vector<Value> kept = outputs_but(steps[site.producer], site.value);
   if (!kept.empty()) {
-    pair.producer_spec = static_cast<int>(specs.size());
-    specs.push_back(group_spec(groups[pair.producer].nodes, groups[pair.producer], kept, pair.producer_inputs));
+    site.producer_spec = static_cast<int>(specs.size());
+    specs.push_back(group_spec(groups[site.producer].nodes, groups[site.producer], kept, site.producer_inputs));
   }
-  std::vector<Node*> nodes = groups[pair.reader].nodes;
-  nodes.insert(nodes.end(), pair.cone.begin(), pair.cone.end());
-  in_graph_order(nodes, position);
-  pair.reader_spec = static_cast<int>(specs.size());
-  specs.push_back(group_spec(nodes, groups[pair.reader], steps[pair.reader].outputs, pair.reader_inputs));
+  site.reader_inputs.resize(site.readers.size());
+  for (size_t k = 0; k < site.readers.size(); ++k) {
+    const int r = site.readers[k];
+    std::vector<Node*> nodes = groups[r].nodes;
+    nodes.insert(nodes.end(), site.cone.begin(), site.cone.end());
+    in_graph_order(nodes, position);
+    site.reader_specs.push_back(static_cast<int>(specs.size()));
+    specs.push_back(group_spec(nodes, groups[r], steps[r].outputs, site.reader_inputs[k]));
+  }
 }
 
-// Steps p and r of `pair` as one step holding both ways ([Note: recompute or store]).
-FusedStep recompute_choice(const RecomputePair& pair, const std::vector<FusedStep>& steps,
+// The producer and readers of `site` as one step holding both ways ([Note: recompute or store]).
+FusedStep recompute_choice(const RecomputeSite& site, const std::vector<FusedStep>& steps,
                            const std::vector<cpu::KernelBuild>& builds,
                            const std::unordered_map<const Node*, int>& position) {
-  const FusedStep &p = steps[pair.producer], &r = steps[pair.reader];
+  const FusedStep& p = steps[site.producer];
   FusedStep step;
   step.nodes = p.nodes;
-  step.nodes.insert(step.nodes.end(), r.nodes.begin(), r.nodes.end());
-  in_graph_order(step.nodes, position);
   step.inputs = p.inputs;
-  for (const Value& v : r.inputs)
-    if (v != pair.value && std::find(step.inputs.begin(), step.inputs.end(), v) == step.inputs.end())
-      step.inputs.push_back(v);
-  step.outputs = outputs_but(p, pair.value);
-  step.outputs.insert(step.outputs.end(), r.outputs.begin(), r.outputs.end());
+  step.outputs = outputs_but(p, site.value);
+  for (int r : site.readers) {
+    step.nodes.insert(step.nodes.end(), steps[r].nodes.begin(), steps[r].nodes.end());
+    for (const Value& v : steps[r].inputs)
+      if (v != site.value && std::find(step.inputs.begin(), step.inputs.end(), v) == step.inputs.end())
+        step.inputs.push_back(v);
+    step.outputs.insert(step.outputs.end(), steps[r].outputs.begin(), steps[r].outputs.end());
+  }
+  in_graph_order(step.nodes, position);
   auto part = [&](int spec, const std::vector<Value>& ins, const std::vector<Value>& outs) {
-    return cpu::RecomputeChoice::Part{builds[spec].kernel, places(ins, step.inputs, pair.value), places(outs, step.outputs, pair.value)};
+    return cpu::RecomputeChoice::Part{builds[spec].kernel, places(ins, step.inputs, site.value), places(outs, step.outputs, site.value)};
   };
   cpu::RecomputeChoice::Ways ways;
-  ways.store = {part(pair.producer, p.inputs, p.outputs), part(pair.reader, r.inputs, r.outputs)};
-  if (pair.producer_spec >= 0)
-    ways.recompute.push_back(part(pair.producer_spec, pair.producer_inputs, outputs_but(p, pair.value)));
-  ways.recompute.push_back(part(pair.reader_spec, pair.reader_inputs, r.outputs));
-  ways.value_dtype = pair.value.type().dtype;
-  for (const Value& in : pair.leaves) ways.value_inputs.push_back(places({in}, step.inputs, pair.value)[0]);
+  ways.store.push_back(part(site.producer, p.inputs, p.outputs));
+  if (site.producer_spec >= 0)
+    ways.recompute.push_back(part(site.producer_spec, site.producer_inputs, outputs_but(p, site.value)));
+  for (size_t k = 0; k < site.readers.size(); ++k) {
+    const FusedStep& r = steps[site.readers[k]];
+    ways.store.push_back(part(site.readers[k], r.inputs, r.outputs));
+    ways.recompute.push_back(part(site.reader_specs[k], site.reader_inputs[k], r.outputs));
+  }
+  ways.value_dtype = site.value.type().dtype;
+  for (const Value& in : site.leaves) ways.value_inputs.push_back(places({in}, step.inputs, site.value)[0]);
   step.kernel = std::make_shared<const cpu::RecomputeChoice>(std::move(ways), false);
   return step;
 }
@@ -348,12 +379,12 @@ std::shared_ptr<Executable> build_cpu_executable(std::unique_ptr<Graph> graph, C
   if (choice_steps)
     for (const Node* n : graph->nodes()) position.emplace(n, static_cast<int>(position.size()));
   std::vector<GemmProduct> products(steps.size());
-  std::vector<RecomputePair> pairs;
+  std::vector<RecomputeSite> sites;
   if (choice_steps) {
     std::vector<bool> taken(steps.size());
     for (size_t i = 0; i < steps.size(); ++i) taken[i] = (products[i] = gemm_product(steps[i], specs[i], returned)).input >= 0;
-    pairs = recompute_pairs(steps, returned, taken, *graph);
-    for (RecomputePair& pair : pairs) add_recompute_specs(pair, groups, steps, position, specs);
+    sites = recompute_sites(steps, returned, taken, *graph);
+    for (RecomputeSite& site : sites) add_recompute_specs(site, groups, steps, position, specs);
   }
   // The kernels of one graph compile in parallel, each thread with its own MLIR context.
   std::vector<cpu::KernelBuild> builds(specs.size());
@@ -368,7 +399,7 @@ std::shared_ptr<Executable> build_cpu_executable(std::unique_ptr<Graph> graph, C
     }
   });
   for (size_t i = 0; i < specs.size(); ++i) {
-    if (!errors[i].empty() && i >= steps.size()) {  // a recomputing way's: its pair runs apart
+    if (!errors[i].empty() && i >= steps.size()) {  // a recomputing way's: its site runs apart
       if (config::log_enabled("fusion")) config::log("fusion", "a recomputing kernel failed: " + errors[i]);
       continue;
     }
@@ -384,13 +415,15 @@ std::shared_ptr<Executable> build_cpu_executable(std::unique_ptr<Graph> graph, C
   }
   std::vector<FusedStep> fused;
   std::vector<bool> joined(steps.size(), false);
-  for (const RecomputePair& pair : pairs) {
-    bool built = true;
-    for (int spec : {pair.producer, pair.reader, pair.producer_spec, pair.reader_spec})
-      built = built && (spec < 0 || errors[spec].empty());
-    if (!built) continue;  // the two steps run apart, as without the choice
-    joined[pair.producer] = joined[pair.reader] = true;
-    fused.push_back(recompute_choice(pair, steps, builds, position));
+  for (const RecomputeSite& site : sites) {
+    std::vector<int> used = site.readers;  // the site's kernels, both ways
+    used.insert(used.end(), site.reader_specs.begin(), site.reader_specs.end());
+    used.insert(used.end(), {site.producer, site.producer_spec});
+    if (std::any_of(used.begin(), used.end(), [&](int spec) { return spec >= 0 && !errors[spec].empty(); }))
+      continue;  // its steps run apart, as without the choice
+    joined[site.producer] = true;
+    for (int r : site.readers) joined[r] = true;
+    fused.push_back(recompute_choice(site, steps, builds, position));
   }
   for (size_t i = 0; i < steps.size(); ++i) {
     if (!errors[i].empty() || joined[i]) continue;

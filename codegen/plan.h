@@ -24,8 +24,8 @@ struct CodegenStats {
 // `static_buffers`: reduce-overhead's static memory plan (runtime/executable.h).
 // `choice_steps`: steps that hold more than one way to run, for max-autotune to measure: a float32
 // matmul and the kernel that alone reads its product ([Note: GEMM epilogues] in
-// codegen/cpu/gemm_epilogue.h), and a value stored by one kernel for another or recomputed
-// there ([Note: recompute or store] in codegen/cpu/recompute_choice.h).
+// codegen/cpu/gemm_epilogue.h), and a value stored by one kernel for others or recomputed
+// in each ([Note: recompute or store] in codegen/cpu/recompute_choice.h).
 std::shared_ptr<Executable> build_cpu_executable(std::unique_ptr<Graph> graph, CodegenStats& stats,
                                                  bool strict = false, bool static_buffers = false,
                                                  bool choice_steps = false);

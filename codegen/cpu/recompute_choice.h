@@ -1,24 +1,28 @@
-// A value one kernel stores for another, or recomputes in the other: one plan step holding both.
+// A value one kernel stores for others, or recomputes in each of them: one plan step holding both.
 //
 // [Note: recompute or store]
-// The fuser puts an elementwise node in the group of its producers, and when a second group (of
-// another domain, or one that could not join) reads its value too, the first group stores it
-// and the second reads it back. Where the value is computed (through at most 8 elementwise nodes
-// of its group) from values no kernel makes (graph inputs, constants, an interpreter
-// step's results), the reader could compute it again from those instead: that saves the value's write and read, and a whole kernel where the value was
-// its group's only output, at the cost of its arithmetic done twice and its inputs read by both.
-// Which is faster depends on the op, the shapes and the machine, so under ModeConfig::choice_steps
-// (max-autotune) such a pair of groups is one step holding both ways, each a list of kernels:
-//   store (the default, what the two steps ran): the producer's kernel, its value written to
-//     the step's scratch (the calling thread's, kept from call to call, so that a steady-state
-//     call allocates nothing: one buffer a thread, as large as the largest value it stored),
-//     then the reader's kernel reading it;
+// The fuser puts an elementwise node in the group of its producers, and when other groups (of
+// another domain, or ones that could not join) read its value too, the first group stores it
+// and the others read it back. Where the value is computed (through at most 8 elementwise nodes
+// of its group) from values no kernel makes (graph inputs, constants, an interpreter step's
+// results), each reader could compute it again from those instead: that saves the value's write
+// and reads, and a whole kernel where the value was its group's only output, at the cost of its
+// arithmetic done once per reader and its inputs read by each. Which is faster depends on the op,
+// the shapes, the number of readers and the machine, so under ModeConfig::choice_steps
+// (max-autotune) such a producer and its readers (up to 4) are one step holding both ways, each a
+// list of kernels:
+//   store (the default, what the separate steps ran): the producer's kernel, its value written
+//     to the step's scratch (the calling thread's, kept from call to call, so that a
+//     steady-state call allocates nothing: one buffer a thread, as large as the largest value it
+//     stored), then each reader's kernel reading it;
 //   recompute ("recompute=1"): the producer's kernel without the value among its outputs (no
-//     kernel at all when it was the only one), then the reader's kernel with the value's node
+//     kernel at all when it was the only one), then each reader's kernel with the value's node
 //     among its own nodes, reading the value's inputs.
-// max-autotune measures both on the step's inputs, each with its kernels' own knobs (lanes,
-// grain, ...), and keeps the fastest (codegen/plan.cpp finds the pairs; the value must have no
-// other reader and not be returned).
+// All readers take the same way: once a value is stored for one reader its write is paid, and
+// another reader recomputing it saves only a read. max-autotune measures both on the step's inputs, each with its kernels' own knobs
+// (lanes, grain, ...), and keeps the fastest (codegen/plan.cpp finds the sites; the value must be
+// read by no other step, not be returned, and no reader may read another's values or another
+// value of the producer's).
 #pragma once
 
 #include <memory>

@@ -46,7 +46,9 @@ std::vector<size_t> check_both_ways(const std::string& ir) {
   std::vector<Array> want = run_graph(*g, inputs, {});
   // Each way as built, then with the last knob of each of its kernels at its second option.
   std::vector<std::string> choices{"", "recompute=1", "recompute=0", "recompute=1"};
-  for (const Knob& k : plan(ir).exec->step_kernel(plan(ir).choice_step)->knobs())
+  const Planned planned = plan(ir);
+  REQUIRE(planned.choices == 1);
+  for (const Knob& k : planned.exec->step_kernel(planned.choice_step)->knobs())
     if (k.name != "recompute") choices[k.name[0] == 'r' ? 3 : 2] += " " + k.name + "=" + std::to_string(k.options[1]);
   for (const std::string& way : choices) {
     Planned p = plan(ir);
@@ -136,8 +138,28 @@ TEST_CASE("recompute or store: both ways compute the interpreter's values", "[co
   %5 = neg(%1) : f32[40, 70]
   return %3, %4, %5
 })",
-      kRowsAndColumns};
-  const std::vector<size_t> kernels[] = {{2, 1, 2, 1}, {2, 2, 2, 2}, {2, 2, 2, 2}, {2, 2, 2, 2}};  // each way
+      kRowsAndColumns,
+      // Read by three other groups (domains of 40, 30 and 20 rows): each computes it again.
+      R"(graph(%0: f32[1, 70], %1: f32[1, 70], %2: f32[40, 70], %3: f32[30, 70], %4: f32[20, 70]) {
+  %5 = mul(%0, %1) : f32[1, 70]
+  %6 = sum(%2) {axes=[1], keepdim=true} : f32[40, 1]
+  %7 = div(%2, %6) : f32[40, 70]
+  %8 = mul(%7, %5) : f32[40, 70]
+  %9 = mul(%3, %5) : f32[30, 70]
+  %10 = sum(%9) {axes=[1], keepdim=true} : f32[30, 1]
+  %11 = sub(%4, %5) : f32[20, 70]
+  return %8, %10, %11
+})",
+      // Read by two others (a column sum, and a product over a larger domain), the producer
+      // storing a row sum too.
+      R"(graph(%0: f32[40, 70], %1: f32[3, 40, 70]) {
+  %2 = exp(%0) : f32[40, 70]
+  %3 = sum(%2) {axes=[1], keepdim=true} : f32[40, 1]
+  %4 = sum(%2) {axes=[0], keepdim=true} : f32[1, 70]
+  %5 = mul(%1, %2) : f32[3, 40, 70]
+  return %3, %4, %5
+})"};
+  const std::vector<size_t> kernels[] = {{2, 1, 2, 1}, {2, 2, 2, 2}, {2, 2, 2, 2}, {2, 2, 2, 2}, {4, 3, 4, 3}, {3, 3, 3, 3}};  // each way
   for (size_t c = 0; c < std::size(cases); ++c) {
     INFO(cases[c]);
     for (int threads : {1, 3}) {
@@ -174,6 +196,26 @@ TEST_CASE("recompute or store: a value with another reader, returned, or made by
   %4 = mul(%1, %2) : f32[40, 70]
   %5 = add(%4, %3) : f32[40, 70]
   return %5
+})",
+      // read by two others, one of which reads the other's row sum too (joined, the step would
+      // read its own output)
+      R"(graph(%0: f32[1, 70], %1: f32[1, 70], %2: f32[40, 70], %3: f32[2, 40, 70]) {
+  %4 = mul(%0, %1) : f32[1, 70]
+  %5 = mul(%2, %4) : f32[40, 70]
+  %6 = sum(%5) {axes=[1], keepdim=true} : f32[40, 1]
+  %7 = mul(%3, %4) : f32[2, 40, 70]
+  %8 = add(%7, %6) : f32[2, 40, 70]
+  return %6, %8
+})",
+      // read by five others: more than kMaxReaders
+      R"(graph(%0: f32[1, 70], %1: f32[1, 70], %2: f32[2, 70], %3: f32[3, 70], %4: f32[4, 70], %5: f32[5, 70], %6: f32[6, 70]) {
+  %7 = mul(%0, %1) : f32[1, 70]
+  %8 = sub(%2, %7) : f32[2, 70]
+  %9 = sub(%3, %7) : f32[3, 70]
+  %10 = sub(%4, %7) : f32[4, 70]
+  %11 = sub(%5, %7) : f32[5, 70]
+  %12 = sub(%6, %7) : f32[6, 70]
+  return %8, %9, %10, %11, %12
 })",
       // a constant that a pow reads as its exponent (held in the kernel's text there, read
       // as an input by a kernel that recomputed the value: pow computed two ways)
