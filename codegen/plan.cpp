@@ -118,7 +118,7 @@ struct RecomputeSite {
   Value value;
   std::vector<Node*> cone;  // the nodes each reader computes again: the value's, and those of the
                             // producer's it is computed from
-  std::vector<Value> leaves;  // what the cone reads: values no kernel makes
+  std::vector<Value> leaves;  // what the cone reads: the producer's inputs
   int producer_spec = -1;  // the producer's kernel in the recomputing way (-1: none)
   std::vector<int> reader_specs;  // each reader's kernel in the recomputing way
   std::vector<Value> producer_inputs;  // what those kernels read
@@ -139,8 +139,7 @@ bool is_exponent(const Value& v) {
 }
 
 // The value's node and the nodes of its step it is computed from, when all are elementwise and
-// at most kMaxCone, and what they read is inputs of the step that no kernel makes; with those
-// inputs. Empty otherwise.
+// at most kMaxCone, and what they read is inputs of the step; with those inputs. Empty otherwise.
 std::pair<std::vector<Node*>, std::vector<Value>> recomputable_cone(Node* value, const FusedStep& step, int self,
                                                                     const std::vector<int>& step_of) {
   std::vector<Node*> cone, stack{value};
@@ -155,11 +154,12 @@ std::pair<std::vector<Node*>, std::vector<Value>> recomputable_cone(Node* value,
     for (const Value& in : n->inputs()) {
       if (step_of[in.node->id()] == self) {
         stack.push_back(in.node);
-      } else if (step_of[in.node->id()] < 0 && !is_exponent(in) &&
-                 std::find(step.inputs.begin(), step.inputs.end(), in) != step.inputs.end()) {
+      } else if (!is_exponent(in) && std::find(step.inputs.begin(), step.inputs.end(), in) != step.inputs.end()) {
+        // An input of the step: a graph input, a constant, an interpreter step's result, or
+        // another kernel's value, which its step stores for this one anyway.
         if (std::find(leaves.begin(), leaves.end(), in) == leaves.end()) leaves.push_back(in);
       } else {
-        return {};  // a kernel's value, or a constant the kernel holds in its text
+        return {};  // a constant the kernel holds in its text
       }
     }
   }
@@ -224,8 +224,8 @@ std::vector<int> readers_of(const Value& v, int self, const std::vector<FusedSte
 }
 
 // Where a value could be recomputed: an elementwise node's value, not returned, computed (through
-// at most kMaxCone elementwise nodes of its step) from inputs of its step that no kernel makes,
-// read outside its step by other steps alone; steps whose product is a GEMM's (`taken`) and steps
+// at most kMaxCone elementwise nodes of its step) from inputs of its step, read outside its step
+// by other steps alone; steps whose product is a GEMM's (`taken`) and steps
 // in a site already are left alone.
 std::vector<RecomputeSite> recompute_sites(const std::vector<FusedStep>& steps, const std::unordered_set<const Node*>& returned,
                                            std::vector<bool> taken, const Graph& g) {

@@ -4,8 +4,8 @@
 // The fuser puts an elementwise node in the group of its producers, and when other groups (of
 // another domain, or ones that could not join) read its value too, the first group stores it
 // and the others read it back. Where the value is computed (through at most 8 elementwise nodes
-// of its group) from values no kernel makes (graph inputs, constants, an interpreter step's
-// results), each reader could compute it again from those instead: that saves the value's write
+// of its group) from what its group reads (graph inputs, constants, an interpreter step's results,
+// another kernel's values, stored for the group anyway), each reader could compute it again from those instead: that saves the value's write
 // and reads, and a whole kernel where the value was its group's only output, at the cost of its
 // arithmetic done once per reader and its inputs read by each. Which is faster depends on the op,
 // the shapes, the number of readers and the machine, so under ModeConfig::choice_steps

@@ -158,8 +158,17 @@ TEST_CASE("recompute or store: both ways compute the interpreter's values", "[co
   %4 = sum(%2) {axes=[0], keepdim=true} : f32[1, 70]
   %5 = mul(%1, %2) : f32[3, 40, 70]
   return %3, %4, %5
+})",
+      // Computed from another kernel's value (a column sum's), which its step stores anyway.
+      R"(graph(%0: f32[40, 70], %1: f32[5, 70], %2: f32[3, 5, 70], %3: f32[2, 5, 70]) {
+  %4 = sum(%0) {axes=[0], keepdim=true} : f32[1, 70]
+  %5 = mul(%4, %1) : f32[5, 70]
+  %6 = sub(%2, %5) : f32[3, 5, 70]
+  %7 = sum(%6) {axes=[2], keepdim=true} : f32[3, 5, 1]
+  %8 = mul(%3, %5) : f32[2, 5, 70]
+  return %7, %8
 })"};
-  const std::vector<size_t> kernels[] = {{2, 1, 2, 1}, {2, 2, 2, 2}, {2, 2, 2, 2}, {2, 2, 2, 2}, {4, 3, 4, 3}, {3, 3, 3, 3}};  // each way
+  const std::vector<size_t> kernels[] = {{2, 1, 2, 1}, {2, 2, 2, 2}, {2, 2, 2, 2}, {2, 2, 2, 2}, {4, 3, 4, 3}, {3, 3, 3, 3}, {3, 2, 3, 2}};  // each way
   for (size_t c = 0; c < std::size(cases); ++c) {
     INFO(cases[c]);
     for (int threads : {1, 3}) {
@@ -169,7 +178,7 @@ TEST_CASE("recompute or store: both ways compute the interpreter's values", "[co
   }
 }
 
-TEST_CASE("recompute or store: a value with another reader, returned, or made by a kernel stays stored",
+TEST_CASE("recompute or store: a value with another reader, returned, or computed by a reduction stays stored",
           "[codegen][recompute]") {
   if (!codegen::cpu::jit_available()) return;
   const char* cases[] = {
