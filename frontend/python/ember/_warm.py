@@ -46,12 +46,12 @@ import torch
 import torch._inductor.config
 from torch._inductor.output_code import OutputCode
 
-from . import _C, _report
+from . import _C, _express, _report
 from . import _warm_guards as _guards
 from ._symbols import Unsupported
 
 KIND = "warm"
-FORMAT = 4
+FORMAT = 5
 _NEGATIVE = b"ember-warm-negative\n"
 
 
@@ -66,7 +66,24 @@ def log(message):
 
 # --- one graph, savable ----------------------------------------------------------------------
 
-_loading = threading.local()  # the report of the module whose entry is being loaded
+_loading = threading.local()  # the report of the module whose entry is being loaded, and its graphs
+
+
+def _note_graph(graph):
+    """A WarmGraph made or loaded for the entry being traced or loaded on this thread."""
+    graphs = getattr(_loading, "graphs", None)
+    if graphs is not None:
+        graphs.append(graph)
+
+
+def _bind_express(entry, traced, graphs):
+    """The entry's graph called express where its plan allows ([Note: the express call]): an
+    entry is one graph (aot_compile traces the whole function), under a name unique to it."""
+    if len(graphs) != 1 or graphs[0].express is None or graphs[0].run is None:
+        return
+    live, own = traced.__globals__, entry._artifacts.backend_id
+    if own in live and not isinstance(live[own], _express.Express):
+        live[own] = _express.Express(live[own], graphs[0].run, graphs[0].express)
 
 
 def _has_data_dependent_sizes(gm):
@@ -79,7 +96,7 @@ class WarmGraph(OutputCode):
     """One graph of AOTAutograd's result as ember compiled it, in a form AOTAutograd can save:
     the ATen graph is pickled (GraphPickler) and compiled again where it is loaded."""
 
-    def __init__(self, gm, kind, mode, options, visible_outputs, piece, report):
+    def __init__(self, gm, kind, mode, options, visible_outputs, piece, report, express=None):
         super().__init__()
         if _has_data_dependent_sizes(gm):
             # aot_compile captures what the ordinary route breaks the graph at (a boolean mask's
@@ -97,7 +114,9 @@ class WarmGraph(OutputCode):
         self.kind, self.mode, self.options = kind, mode, options
         self.visible_outputs, self.piece = visible_outputs, piece
         self.gm, self.blob = gm, None
+        self.express = express  # _express.plan_of's, kept with the entry
         self.run = self._compile(report)
+        _note_graph(self)
 
     def _compile(self, report):
         from .dynamo import _compile_graph
@@ -129,6 +148,7 @@ class WarmGraph(OutputCode):
         self.run = self._compile(report)
         for record in report.graphs[before:]:
             record.warm = True
+        _note_graph(self)
 
     def set_triton_bundle(self, triton_bundle):
         pass
@@ -417,18 +437,19 @@ class WarmStart:
             module_data = _global_modules(stored["module_globals"], traced.__globals__)
             if module_data is None:
                 return None, "a global that held an nn.Module holds something else"
-            _loading.report = scratch
+            _loading.report, _loading.graphs = scratch, []
             try:
                 with _guards.guards_built_later():
                     entry = AOTCompiledFunction.deserialize(stored["artifact"], f_globals=scope,
                                                             external_closure_data=_closure_data(traced) | module_data)
             finally:
-                _loading.report = None
+                graphs, _loading.report, _loading.graphs = _loading.graphs, None, None
             changed = _changed_sources(stored["sources"])
             if changed:
                 return None, "changed source: " + ", ".join(changed[:3])
             identities = stored["identities"]
             _guards.bind_live(entry, traced, entry.prepare_f_locals(*args, **kwargs), also=stored["modules"])
+            _bind_express(entry, traced, graphs)
             if not entry.guard_check(*args, **kwargs):
                 return None, "its guards refuse this call"
             f_locals = entry.prepare_f_locals(*args, **kwargs)  # with the function's own defaults now
@@ -452,8 +473,12 @@ class WarmStart:
         try:
             compiled = torch.compile(self.traced, backend=backend, fullgraph=True, dynamic=s["dynamic"],
                                      options={"guard_filter_fn": _guards.guard_filter(dropped, self.traced.__code__.co_freevars)})
-            with _lean_aot_compile(files):
-                entry = compiled.aot_compile((args, kwargs))
+            _loading.graphs = []
+            try:
+                with _lean_aot_compile(files):
+                    entry = compiled.aot_compile((args, kwargs))
+            finally:
+                graphs, _loading.graphs = _loading.graphs, None
             dropped, by_identity = _guards.by_source(dropped)
             try:
                 if any(value is _guards.NO_VALUE for value in dropped.values()):
@@ -464,6 +489,7 @@ class WarmStart:
             except Exception as e:  # it still serves this process
                 blob, outcome = None, f"traced; not stored ({type(e).__name__}: {e})"
             _guards.bind_live(entry, self.traced)
+            _bind_express(entry, self.traced, graphs)
             f_locals = entry.prepare_f_locals(*args, **kwargs)
             identities_hold = _guards.identity_check_of(list(by_identity), f_locals, self.traced.__globals__, dropped)
         except Exception as e:

@@ -10,7 +10,7 @@ import warnings
 import torch
 from torch._dynamo.backends.common import aot_autograd
 
-from . import _C, _report
+from . import _C, _express, _report
 from ._symbols import Unsupported
 
 MODES = tuple(_C.mode_names())
@@ -49,11 +49,15 @@ def make_backend(mode="default", options=None, report=None, savable=False):
     strict = options.get("strict", False)
     report = report if report is not None else _report.GLOBAL
 
-    def compiler(kind, piece, gm, example_inputs):
+    def compiler(kind, piece, lifted, made, gm, example_inputs):
+        express = _express.plan_of(kind, gm, lifted)
         if savable:
             from ._warm import WarmGraph
-            return WarmGraph(gm, kind, mode, options, _visible_outputs(kind), piece, report)
-        return _compile_graph(gm, kind, mode, options, report, _visible_outputs(kind), piece)
+            compiled = WarmGraph(gm, kind, mode, options, _visible_outputs(kind), piece, report, express)
+        else:
+            compiled = _compile_graph(gm, kind, mode, options, report, _visible_outputs(kind), piece)
+        made.append((compiled, express))
+        return compiled
 
     def backend(gm, example_inputs):
         """AOTAutograd, then ember on each graph it makes. A graph AOTAutograd cannot prepare
@@ -61,14 +65,19 @@ def make_backend(mode="default", options=None, report=None, savable=False):
         PyTorch, with a warning: the program goes on, as it does when ember's own compile fails."""
         start = time.perf_counter()
         piece = split_reason(gm)
+        lifted = next(gm.parameters(), None) is not None or next(gm.buffers(), None) is not None
+        made = []  # (compiled graph, its express plan), for each graph AOTAutograd makes
         aot = aot_autograd(
-            fw_compiler=functools.partial(compiler, "forward", piece),
-            bw_compiler=functools.partial(compiler, "backward", piece),
-            inference_compiler=functools.partial(compiler, "inference", piece),
+            fw_compiler=functools.partial(compiler, "forward", piece, lifted, made),
+            bw_compiler=functools.partial(compiler, "backward", piece, lifted, made),
+            inference_compiler=functools.partial(compiler, "inference", piece, lifted, made),
             decompositions=decompositions(),
         )
         try:
-            return aot(gm, example_inputs)
+            chain = aot(gm, example_inputs)
+            if savable or len(made) != 1 or made[0][1] is None:  # a warm entry is expressed when bound
+                return chain
+            return _express.Express(chain, made[0][0], made[0][1])
         except Exception as e:
             # Dynamo's own signals (a restart of its analysis, a frame to skip) are not failures;
             # the warm start's trace fails whole, and its module goes the ordinary way.
