@@ -608,7 +608,10 @@ def _reduce(name):
             return cx.op("cast", [mean], {"dtype": want})
         if want is not None:
             x = cx.op("cast", [x], {"dtype": want})
-        return cx.op(name, [x], attrs)
+        out = cx.op(name, [x], attrs)
+        # An integer reduction folds in int64 (eager's dtype where none is asked for); an asked
+        # narrower one wraps its result, which is exact: sums and products wrap alike at any step.
+        return out if want is None or out.dtype == want else cx.op("cast", [out], {"dtype": want})
     return lower
 
 

@@ -210,7 +210,9 @@ def _fmod(cx, x, divisor):
 
 @lowering("aten.cumsum.default")
 def _cumsum(cx, x, dim, dtype=None):
-    """Running sums; `dtype` converts the input first, as PyTorch does."""
-    if dtype is not None:
-        x = _narrow_to(cx, x, ember_dtype(dtype))
-    return cx.op("cumsum", [x], {"axis": dim})
+    """Running sums; `dtype` converts the input first, as PyTorch does, and an integer one
+    narrower than int64 wraps the sums (exact: they wrap alike at any step)."""
+    if dtype is None:
+        return cx.op("cumsum", [x], {"axis": dim})
+    want = ember_dtype(dtype)
+    return _narrow_to(cx, cx.op("cumsum", [_narrow_to(cx, x, want)], {"axis": dim}), want)
