@@ -55,12 +55,13 @@ Runs runs_of(const TensorType& x, const std::vector<int64_t>& axes) {
 }
 
 // Shift and two passes over one run of reduced dims ([Note: shifted two-pass]).
-Moments moments_over_run(Builder& b, Value xc, const std::vector<int64_t>& axes, bool want_mean) {
+Moments moments_over_run(Builder& b, Value x, DType c, const std::vector<int64_t>& axes, bool want_mean) {
   Moments m;
-  m.count = b.count(xc, axes, xc.type().dtype);
+  Value xc = b.cast(x, c);
+  m.count = b.count(xc, axes, c);
   if (want_mean) m.mean = b.div(b.reduce(Op::Sum, xc, axes, true), m.count);
   Value shifted = xc;  // an empty group has no element to shift by, nor a deviation
-  if (!empty_along(xc.type(), axes)) shifted = b.sub(xc, last_along(b, xc, axes));
+  if (!empty_along(xc.type(), axes)) shifted = b.sub(xc, b.cast(last_along(b, x, axes), c));
   Value shifted_mean = b.div(b.reduce(Op::Sum, shifted, axes, true), m.count);
   m.centered = b.sub(shifted, shifted_mean);
   m.sum_squares = b.reduce(Op::Sum, b.mul(m.centered, m.centered), axes, true);
@@ -75,15 +76,16 @@ Moments moments_over_run(Builder& b, Value xc, const std::vector<int64_t>& axes,
 //   mean = sum_i(mean_i) / k,   M2 = sum_i(M2_i) + n * sum_i((mean_i - mean)^2),
 // which is exact in exact arithmetic and no less accurate than two passes in floating point.
 // The shift is one element of the whole set, so that a constant set still centres to zeros.
-Moments grouped_moments(Builder& b, Value xc, const std::vector<int64_t>& axes, const Runs& runs,
+Moments grouped_moments(Builder& b, Value x, DType c, const std::vector<int64_t>& axes, const Runs& runs,
                         bool want_mean) {
-  DType c = xc.type().dtype;
-  Value shift = last_along(b, xc, axes);
+  Value shift = b.cast(last_along(b, x, axes), c);
   Shape kept = shift.type().shape;  // x's shape with the reduced dims as 1
   Shape kept_runs = runs.sizes;
   for (int64_t r : runs.reduced) kept_runs[r] = Dim(1);
-  // In the runs' shape: x's reshape is a view, the shift's is of a small tensor.
-  Value x_runs = b.reshape(xc, runs.sizes);
+  // In the runs' shape: x's reshape is a view, the shift's is of a small tensor. The cast comes
+  // after the view, so that it joins the kernels that read it (before, it was a copy of x).
+  Value x_runs = b.cast(b.reshape(x, runs.sizes), c);
+  Value xc = b.cast(x, c);
   Value shifted = b.sub(x_runs, b.reshape(shift, kept_runs));
   std::vector<int64_t> inner{runs.reduced.back()};
   std::vector<int64_t> outer(runs.reduced.begin(), runs.reduced.end() - 1);
@@ -137,11 +139,11 @@ bool split_long_run(Runs& runs) {
 
 }  // namespace
 
-Moments moments(Builder& b, Value xc, const std::vector<int64_t>& axes, bool want_mean) {
-  if (axes.empty() || empty_along(xc.type(), axes)) return moments_over_run(b, xc, axes, want_mean);
-  Runs runs = runs_of(xc.type(), axes);
-  if (runs.reduced.size() < 2 && !split_long_run(runs)) return moments_over_run(b, xc, axes, want_mean);
-  return grouped_moments(b, xc, axes, runs, want_mean);
+Moments moments(Builder& b, Value x, DType c, const std::vector<int64_t>& axes, bool want_mean) {
+  if (axes.empty() || empty_along(x.type(), axes)) return moments_over_run(b, x, c, axes, want_mean);
+  Runs runs = runs_of(x.type(), axes);
+  if (runs.reduced.size() < 2 && !split_long_run(runs)) return moments_over_run(b, x, c, axes, want_mean);
+  return grouped_moments(b, x, c, axes, runs, want_mean);
 }
 
 Value softmax_along(Builder& b, Value xc, int64_t axis, bool log) {

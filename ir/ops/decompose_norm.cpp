@@ -30,7 +30,7 @@ Normalized normalize(Builder& b, Value xc, const std::vector<int64_t>& axes, dou
   Normalized n;
   Value var;
   if (center != Center::No) {
-    Moments m = moments(b, xc, axes, center == Center::AndMean);
+    Moments m = moments(b, xc, c, axes, center == Center::AndMean);
     n.mean = m.mean;
     var = b.div(m.sum_squares, m.count);
     xc = m.centered;
@@ -118,7 +118,7 @@ Values decompose_native_batch_norm(Builder& b, const Values& in, const Attrs& at
   // CPU): a training step's gradients pass back through every batch norm, and float32 sums
   // left ember's ResNet and MobileNet gradients several times eager's error (docs/testing.md's
   // model rule allows 2x). Reading x once either way, it costs no memory traffic.
-  Moments m = moments(b, b.cast(in[0], DType::Float64), axes, true);
+  Moments m = moments(b, in[0], DType::Float64, axes, true);
   m.mean = b.cast(m.mean, c);
   m.sum_squares = b.cast(m.sum_squares, c);
   m.count = b.cast(m.count, c);

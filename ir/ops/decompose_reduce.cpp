@@ -1,5 +1,6 @@
 // Decompositions of the composite reductions into sum and max: mean, var, std, var_mean and
-// logsumexp, computed in float32 (float64 for float64) and rounded once to the output dtype.
+// logsumexp, computed in float32 (float64 for float64, and var and std of float32) and rounded
+// once to the output dtype.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -20,17 +21,23 @@ struct Variance {
 Variance variance(Builder& b, Op op, const Values& in, const Attrs& attrs, DType c,
                   bool want_mean = false) {
   std::vector<int64_t> axes = reduced_axes(op_name(op), in[0].type(), attr_ints(attrs, "axes"));
-  Value xc = b.cast(in[0], c);
-  Moments m = moments(b, xc, axes, want_mean);
+  Moments m = moments(b, in[0], c, axes, want_mean);
   double correction = attr_float(attrs, "correction");
   Value denominator;
-  if (auto n = Builder::static_count(xc.type(), axes))
+  if (auto n = Builder::static_count(in[0].type(), axes))
     denominator = b.scalar(std::max(0.0, static_cast<double>(*n) - correction), c);
   else
     denominator = b.op(Op::Maximum, {b.sub(m.count, b.scalar(correction, c)), b.scalar(0.0, c)});
   Value var = b.div(m.sum_squares, denominator);
   return {var, m.mean};
 }
+
+// The dtype var and std sum their squared deviations in: float64 for a float32 input, as eager's
+// CPU kernel accumulates (a float32 square overflows past 1.8e19, where eager's variance is
+// finite), at a fifth of eager's time still; else the output's compute dtype. var_mean stays in
+// float32: group norm is lowered through it, and eager's group norm kernel sums in float32 at
+// the speed ember's float32 passes have (float64 was 1.3x slower).
+DType variance_dtype(const Value& x, DType out) { return x.type().dtype == DType::Float32 ? DType::Float64 : compute_dtype(out); }
 
 }  // namespace
 
@@ -46,13 +53,13 @@ Values decompose_mean(Builder& b, const Values& in, const Attrs& attrs) {
 
 Values decompose_var(Builder& b, const Values& in, const Attrs& attrs) {
   TensorType out = output_types(Op::Var, in, attrs)[0];
-  return {b.as_type(variance(b, Op::Var, in, attrs, compute_dtype(out.dtype)).var, out)};
+  return {b.as_type(variance(b, Op::Var, in, attrs, variance_dtype(in[0], out.dtype)).var, out)};
 }
 
 // sqrt(var(x))
 Values decompose_std(Builder& b, const Values& in, const Attrs& attrs) {
   TensorType out = output_types(Op::Std, in, attrs)[0];
-  Value var = variance(b, Op::Std, in, attrs, compute_dtype(out.dtype)).var;
+  Value var = variance(b, Op::Std, in, attrs, variance_dtype(in[0], out.dtype)).var;
   return {b.as_type(b.unary(Op::Sqrt, var), out)};
 }
 

@@ -66,8 +66,9 @@ struct Moments {
 // multiplies it by rsqrt(var + eps), 316 for eps = 1e-5; shifted, a constant group centres to
 // exact zeros, and otherwise it is as accurate. NaN and infinities give NaN as unshifted.
 // Over dims that are not one run, or one long run, the passes are per group and the groups
-// combine ([Note: grouped moments] in decompose_common.cpp).
-Moments moments(Builder& b, Value xc, const std::vector<int64_t>& axes, bool want_mean = false);
+// combine ([Note: grouped moments] in decompose_common.cpp). Computed in dtype c: x is cast after
+// the views the passes take of it, so that the cast joins their kernels.
+Moments moments(Builder& b, Value x, DType c, const std::vector<int64_t>& axes, bool want_mean = false);
 
 // softmax (or log_softmax) of xc along `axis`, subtracting the max; xc is in its compute dtype.
 // A statically empty axis gives xc back (there is nothing to normalise).

@@ -221,3 +221,14 @@ def test_an_integer_dtype_asked_of_a_reduction_wraps_its_result(op, dst, src):
     x = (torch.randint(-100, 100, (4, 37)) if src != torch.uint8 else torch.randint(0, 250, (4, 37))).to(src)
     out, _ = _lowered_without_warning(fns[op], x)
     assert_same(out, fns[op](x))
+
+
+@pytest.mark.parametrize("op", ["var", "std"])
+def test_a_float32_variance_sums_in_float64_as_eager(op):
+    # Squares of float32 deviations past 1.8e19 overflowed to inf where eager's variance, summed
+    # in double, is finite. Found by an adversarial helper.
+    fn = (lambda x: x.var(-1)) if op == "var" else (lambda x: x.std(-1))
+    x = torch.tensor([[1e19, 2e19, 3e19, 4e19], [1.0, 2.0, 3.0, 4.5], [-1e19, 1e19, 0.0, 5e18], [3e19, 3e19, 3e19, 3e19]])
+    out, _ = _lowered_without_warning(fn, x)
+    assert torch.isfinite(out).all()
+    torch.testing.assert_close(out, fn(x), rtol=1e-6, atol=0)
