@@ -1,6 +1,7 @@
 // Helpers shared by the decompositions: the compute dtype, reduction axes, the two-pass moments
 // and the stable softmax.
 #include <algorithm>
+#include <limits>
 
 #include "ir/ops/decompositions.h"
 
@@ -54,15 +55,31 @@ Runs runs_of(const TensorType& x, const std::vector<int64_t>& axes) {
   return r;
 }
 
+// The mean as shift + the shifted values' mean, whose sum rounds at the data's spread, not at
+// its offset (var_mean's rows of 8 at an offset of 1e7 were 1.25 off, eager's 0.5); where that
+// is not finite (an infinity or NaN among the data: inf - inf), the plain mean, as eager's.
+Value shifted_back(Builder& b, Value shift, Value shifted_mean, Value plain) {
+  DType c = shift.type().dtype;
+  Value precise = b.add(shift, shifted_mean);
+  Value finite = b.op(Op::Lt, {b.unary(Op::Abs, precise), b.scalar(std::numeric_limits<double>::infinity(), c)});
+  return b.op(Op::Where, {finite, precise, plain});
+}
+
 // Shift and two passes over one run of reduced dims ([Note: shifted two-pass]).
 Moments moments_over_run(Builder& b, Value x, DType c, const std::vector<int64_t>& axes, bool want_mean) {
   Moments m;
   Value xc = b.cast(x, c);
   m.count = b.count(xc, axes, c);
-  if (want_mean) m.mean = b.div(b.reduce(Op::Sum, xc, axes, true), m.count);
-  Value shifted = xc;  // an empty group has no element to shift by, nor a deviation
-  if (!empty_along(xc.type(), axes)) shifted = b.sub(xc, b.cast(last_along(b, x, axes), c));
+  if (empty_along(xc.type(), axes)) {  // no element to shift by, nor a deviation
+    if (want_mean) m.mean = b.div(b.reduce(Op::Sum, xc, axes, true), m.count);
+    m.centered = xc;
+    m.sum_squares = b.reduce(Op::Sum, b.mul(xc, xc), axes, true);
+    return m;
+  }
+  Value shift = b.cast(last_along(b, x, axes), c);
+  Value shifted = b.sub(xc, shift);
   Value shifted_mean = b.div(b.reduce(Op::Sum, shifted, axes, true), m.count);
+  if (want_mean) m.mean = shifted_back(b, shift, shifted_mean, b.div(b.reduce(Op::Sum, xc, axes, true), m.count));
   m.centered = b.sub(shifted, shifted_mean);
   m.sum_squares = b.reduce(Op::Sum, b.mul(m.centered, m.centered), axes, true);
   return m;
@@ -109,7 +126,7 @@ Moments grouped_moments(Builder& b, Value x, DType c, const std::vector<int64_t>
   if (want_mean) {  // summed in the same shape as the rest, so in the same kernels
     Value row_sum = b.reshape(b.reduce(Op::Sum, x_runs, inner, true), groups_shape);
     Value sum = b.reshape(b.reduce(Op::Sum, row_sum, outer, true), kept);
-    m.mean = b.div(sum, m.count);
+    m.mean = shifted_back(b, shift, b.reshape(mean, kept), b.div(sum, m.count));
   }
   m.sum_squares = b.reshape(m2, kept);
   Value shifted_x = b.sub(xc, shift);

@@ -232,3 +232,15 @@ def test_a_float32_variance_sums_in_float64_as_eager(op):
     out, _ = _lowered_without_warning(fn, x)
     assert torch.isfinite(out).all()
     torch.testing.assert_close(out, fn(x), rtol=1e-6, atol=0)
+
+
+@pytest.mark.parametrize("offset, shape", [(1e3, (4096, 64)), (1e7, (1000, 8)), (1e6, (4, 10000))])
+def test_a_mean_at_an_offset_is_the_exact_means_rounding(offset, shape):
+    # var_mean's mean summed the data themselves, rounding at their offset (rows of 8 at 1e7
+    # came out 1.25 off, eager's 0.5: half a unit in the last place). It is now the shift plus
+    # the shifted values' mean. Found while checking an adversarial helper's norms at offsets.
+    x = torch.randn(shape, generator=torch.Generator().manual_seed(7)) + offset
+    (var, mean), _ = _lowered_without_warning(lambda x: torch.var_mean(x, -1), x)
+    exact = x.double().mean(-1)
+    ulp = (torch.nextafter(mean, torch.tensor(float("inf"))) - mean).double()
+    assert ((mean.double() - exact).abs() <= 0.51 * ulp).all()
