@@ -137,6 +137,28 @@ def test_explain_reports_graph_breaks_with_file_and_line():
     assert "print(&quot;hello from f&quot;)" in page and "class='hit'" in page
 
 
+@pytest.mark.parametrize("mode", ["default", "reduce-overhead"])
+def test_a_compiled_module_reports_its_graph_breaks_once(mode):
+    """Not only explain: every compile's report names what broke the graph and where, and a
+    recompile that breaks at the same place again adds no second entry."""
+    class Breaks(torch.nn.Module):
+        def forward(self, x):
+            h = torch.tanh(x)
+            if h.sum().item() > 0:  # a break: a tensor's value decides control flow
+                h = h * 2
+            return h + 1
+
+    compiled = ember.compile(Breaks(), mode=mode)
+    for n in (4, 5, 6):
+        x = torch.ones(n)
+        torch.testing.assert_close(compiled(x), Breaks()(x))
+    report = report_of(compiled)
+    items = [b for b in report.breaks if "item()" in b["source"]]
+    assert len(items) == 1, report.breaks
+    assert items[0]["location"].startswith(__file__.removesuffix("c")) and "hint" in items[0]
+    assert f"{len(report.breaks)} graph breaks" in report.text() and len(report.breaks) >= 1
+
+
 def test_bad_inputs_are_clear_errors():
     f = ember.compile(lambda x, y: x @ y)
     with pytest.raises(Exception, match="size|shape|mat"):

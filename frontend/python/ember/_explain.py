@@ -11,17 +11,7 @@ def explain(model_or_fn, *args, mode="default", **kwargs):
     import torch._dynamo
     report = _report.Report()
     report.notes = _report.untraced_modules(model_or_fn)
-    backend = make_backend(mode, None, report)
-    torch._dynamo.reset()
-    explained = torch._dynamo.explain(model_or_fn)(*args, **kwargs)
-    for b in explained.break_reasons:
-        frame = b.user_stack[-1] if b.user_stack else None
-        report.breaks.append({
-            "reason": b.reason.splitlines()[0] if b.reason else "",
-            "location": f"{frame.filename}:{frame.lineno}" if frame else "?",
-            "source": (frame.line or "").strip() if frame else "",
-            "hint": _report.hint_for(b.reason or ""),
-        })
+    backend = make_backend(mode, None, report)  # it records each graph break (Report.note_break)
     torch._dynamo.reset()
     report.start_recompiles_here()
     torch.compile(model_or_fn, backend=backend)(*args, **kwargs)

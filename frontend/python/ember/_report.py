@@ -1,6 +1,6 @@
 """What ember did with a program: each graph it compiled (ATen ops, how many ember lowered,
 torch calls by op, kernels after fusion, compile time, cache hits) or left to PyTorch, plus
-Dynamo's graph breaks and recompiles when explain() gathered them. Text and JSON."""
+Dynamo's graph breaks (as each compile meets them) and recompiles. Text and JSON."""
 import collections
 import html
 import json
@@ -186,6 +186,24 @@ class Report:
     def add_graph(self, record):
         with self._lock:
             self.graphs.append(record)
+
+    def note_break(self, gm):
+        """The graph break that ended Dynamo's graph `gm`, if one did: Dynamo hands each graph
+        to the backend with why it was cut (`compile_subgraph_reason`, the same record its own
+        explain reads), so every compile's report names its breaks, not only explain's."""
+        why = getattr(gm, "compile_subgraph_reason", None)
+        if why is None or not getattr(why, "graph_break", False):
+            return
+        frame = why.user_stack[-1] if why.user_stack else None
+        found = {
+            "reason": why.reason.splitlines()[0] if why.reason else "",
+            "location": f"{frame.filename}:{frame.lineno}" if frame else "?",
+            "source": (frame.line or "").strip() if frame else "",
+            "hint": hint_for(why.reason or ""),
+        }
+        with self._lock:
+            if not any(b["location"] == found["location"] and b["reason"] == found["reason"] for b in self.breaks):
+                self.breaks.append(found)  # a recompile breaks at the same place again
 
     def collect_recompiles(self, code=None):
         """Dynamo's recompiles (the failing guard) from its compilation metrics: of the frame of

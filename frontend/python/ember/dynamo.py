@@ -64,6 +64,7 @@ def make_backend(mode="default", options=None, report=None, savable=False):
         (`x.data = y` beside another mutation of x: its assertion) runs as Dynamo captured it, on
         PyTorch, with a warning: the program goes on, as it does when ember's own compile fails."""
         start = time.perf_counter()
+        report.note_break(gm)
         piece = split_reason(gm)
         lifted = next(gm.parameters(), None) is not None or next(gm.buffers(), None) is not None
         made = []  # (compiled graph, its express plan), for each graph AOTAutograd makes
