@@ -16,6 +16,7 @@ from ember._compile import report_of
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 MODEL = """
+import os, sys
 import torch
 WIDTH = {width}
 SCALE = 2.0
@@ -35,6 +36,10 @@ def returns_tuple(as_tuple):  # a decorator with closures, as transformers' forw
             return finish(forward(self, x))
         return wrapper
     return decorate
+def reads_environ(x):  # a value reached through a module, which pickles by name
+    return x + 1 if os.environ.get("WARM_FLAVOUR", "add") == "add" else x - 1
+def reads_argv(x):  # a length, the same way
+    return x + 1 if len(sys.argv) == 4 else x - 1
 class Model(torch.nn.Module):
     def __init__(self):
         super().__init__()
@@ -54,8 +59,8 @@ def write_model(folder, width=8, tail="* 2.0", hidden=16):
     return path
 
 
-def child(cache, model_file, *extra, check=True):
-    env = dict(os.environ, EMBER_CACHE_DIR=str(cache))
+def child(cache, model_file, *extra, check=True, env=None):
+    env = dict(os.environ, EMBER_CACHE_DIR=str(cache), **(env or {}))
     env.pop("EMBER_WARM_START", None)
     run = subprocess.run([sys.executable, os.path.join(HERE, "warm_child.py"), model_file, *extra], env=env,
                          capture_output=True, text=True)
@@ -778,3 +783,17 @@ def test_the_built_package_carries_current_bytecode_for_each_module():
         assert header[:4] == importlib.util.MAGIC_NUMBER, name
         assert int.from_bytes(header[8:12], "little") == int(stat.st_mtime) & 0xFFFFFFFF, f"{name}'s bytecode is stale"
         assert int.from_bytes(header[12:16], "little") == stat.st_size & 0xFFFFFFFF, name
+
+
+@pytest.mark.parametrize("what", ["reads_environ", "reads_argv"])
+def test_a_value_read_through_a_module_that_differs_in_a_new_process_misses(tmp_path, cache, what):
+    """[Note: values by name]: a loaded entry's guards took such a value from the new process, so
+    the entry traced with `os.environ[...] == "add"` (or three arguments) served the other value."""
+    model = write_model(tmp_path)
+    cold = child(cache, model, "--function", what, env={"WARM_FLAVOUR": "add"})
+    assert cold["warm"] == ["traced and stored"] and cold["diff"] < 1e-5, cold
+    same = child(cache, model, "--function", what, env={"WARM_FLAVOUR": "add"})
+    assert same["warm"] == ["loaded"], same
+    other = ["--net-seed", "1"] if what == "reads_argv" else []
+    changed = child(cache, model, "--function", what, *other, env={"WARM_FLAVOUR": "sub"})
+    assert changed["warm"] != ["loaded"] and changed["diff"] < 1e-5, changed

@@ -51,7 +51,7 @@ from . import _warm_guards as _guards
 from ._symbols import Unsupported
 
 KIND = "warm"
-FORMAT = 5
+FORMAT = 6
 _NEGATIVE = b"ember-warm-negative\n"
 
 
@@ -223,7 +223,7 @@ def _global_modules(names, live):
     return data
 
 
-def _serialize(entry, forward, files, identities):
+def _serialize(entry, forward, files, identities, values):
     """The entry's bytes: the artifact; the modules its bytecode names by an object id
     (`___module_collections_<id>_c0`) or its guards start from, which a new process must be
     given by name; the globals that hold nn.Modules (_global_modules); and a digest of each
@@ -237,7 +237,7 @@ def _serialize(entry, forward, files, identities):
     artifact = entry.serialize(entry, external)
     return pickle.dumps({"format": FORMAT, "modules": modules, "module_globals": module_globals,
                          "sources": {f: _file_digest(f) for f in files},
-                         "identities": identities, "artifact": artifact.serialized_data})
+                         "identities": identities, "values": values, "artifact": artifact.serialized_data})
 
 
 def _file_digest(path):
@@ -457,6 +457,9 @@ class WarmStart:
                                                traced.__globals__)
             if changed:
                 return None, "another object: " + changed
+            changed = _guards.changed_value(*stored["values"], f_locals, traced.__globals__)
+            if changed:
+                return None, "another value: " + changed
             identities_hold = _guards.identity_check_of([source for source, _, checked in identities if checked],
                                                         f_locals, traced.__globals__)
         except Exception as e:  # a stale or damaged entry is a miss; building guards that fail raises
@@ -469,10 +472,11 @@ class WarmStart:
         s = self.settings
         scratch = _report.Report()  # the graphs join the report only if the entry serves
         backend = make_backend(s["mode"], s["options"], scratch, savable=True)
-        files, dropped = set(), []
+        files, dropped, valued = set(), [], []
         try:
+            keep = _guards.guard_filter(dropped, self.traced.__code__.co_freevars, valued)
             compiled = torch.compile(self.traced, backend=backend, fullgraph=True, dynamic=s["dynamic"],
-                                     options={"guard_filter_fn": _guards.guard_filter(dropped, self.traced.__code__.co_freevars)})
+                                     options={"guard_filter_fn": keep})
             _loading.graphs = []
             try:
                 with _lean_aot_compile(files):
@@ -485,7 +489,8 @@ class WarmStart:
                     raise Unsupported("a guard on an object's identity has no object to name it by")
                 identities = [(source, _guards.stable_name(value), source in by_identity)
                               for source, value in dropped.items()]
-                blob = _serialize(entry, self.traced, files, identities)
+                values = _guards.readable_values(valued, entry.prepare_f_locals(*args, **kwargs), self.traced.__globals__)
+                blob = _serialize(entry, self.traced, files, identities, (values, _guards.value_reads(values)))
             except Exception as e:  # it still serves this process
                 blob, outcome = None, f"traced; not stored ({type(e).__name__}: {e})"
             _guards.bind_live(entry, self.traced)
