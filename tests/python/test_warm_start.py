@@ -797,3 +797,26 @@ def test_a_value_read_through_a_module_that_differs_in_a_new_process_misses(tmp_
     other = ["--net-seed", "1"] if what == "reads_argv" else []
     changed = child(cache, model, "--function", what, *other, env={"WARM_FLAVOUR": "sub"})
     assert changed["warm"] != ["loaded"] and changed["diff"] < 1e-5, changed
+
+
+def _scaled_tanh(x):
+    return torch.tanh(x) * 2
+
+
+@pytest.mark.parametrize("dynamic", [None, True])
+def test_a_call_at_other_sizes_skips_a_static_entrys_guards(monkeypatch, tmp_path, dynamic):
+    """A call whose argument sizes differ from those a static entry pins goes the ordinary way
+    without running the entry's guards (GPT-2's decode steps after its prefill's entry); an entry
+    with dynamic sizes still asks its guards. Either way every call matches eager."""
+    from ember import _warm
+    monkeypatch.setenv("EMBER_CACHE_DIR", str(tmp_path))
+    compiled = ember.compile(_scaled_tanh, dynamic=dynamic)
+    compiled(torch.randn(2, 6))
+    warm = compiled._torch_fn
+    assert isinstance(warm, _warm.WarmStart) and warm.entry is not None
+    asked, admits = [], warm.admits
+    monkeypatch.setattr(warm, "admits", lambda a, k: asked.append(a[0].shape[0]) or admits(a, k))
+    for n in (3, 2, 5):
+        x = torch.randn(n, 6)
+        torch.testing.assert_close(compiled(x), _scaled_tanh(x))
+    assert asked == ([2] if dynamic is None else [3, 2, 5]), asked

@@ -287,6 +287,11 @@ def _lean_aot_compile(files):
 
 # --- a compiled module's forward, or a compiled function -------------------------------------
 
+# What torch._dynamo.mark_dynamic and its kin leave on a tensor.
+_DYNAMIC_MARKS = ("_dynamo_dynamic_indices", "_dynamo_weak_dynamic_indices", "_dynamo_unbacked_indices",
+                  "_dynamo_strict_unbacked_indices")
+
+
 def _top_level_tensors(args, kwargs):
     """The tensors among a call's arguments, by position or name."""
     found = [(i, a) for i, a in enumerate(args) if isinstance(a, torch.Tensor)]
@@ -310,13 +315,14 @@ class WarmStart:
         self.lock = threading.Lock()
         self.view = None
         self.entry_shapes = None  # the entry's input sizes, by argument, until an ordinary call
+        self.pinned_sizes = None  # ((argument, size), ...) that the entry's guards pin, or None
 
     def __call__(self, *args, **kwargs):
         if torch.compiler.is_compiling():  # inside another compiled region Dynamo inlines the ordinary one
             return self.ordinary(*args, **kwargs)
         if self.cls is not None:
             args = (self._view(args[0]), *args[1:])
-        if self.admits is not None and self.admits(args, kwargs):  # the steady call
+        if self.admits is not None and self._sizes_fit(args, kwargs) and self.admits(args, kwargs):  # the steady call
             return self.entry.fn(*args, **kwargs)
         if not self.tried and self._try_first(args, kwargs):
             return self.entry.fn(*args, **kwargs)
@@ -346,8 +352,29 @@ class WarmStart:
                     self.entry, identities_hold = found
                     self.admits = _guards.guard_check_of(self.entry, identities_hold, self.traced)
                     self.entry_shapes = {key: tuple(t.shape) for key, t in _top_level_tensors(args, kwargs)}
+                    self.pinned_sizes = self._pinned_sizes(args, kwargs)
                 self.tried = True
         return self.admits is not None and self.admits(args, kwargs)
+
+    def _pinned_sizes(self, args, kwargs):
+        """The argument tensors' sizes where the entry is static in them (traced without
+        dynamic=True and without dims marked dynamic): its guards then refuse any other size,
+        which `_sizes_fit` sees for a few tuple compares. GPT-2's decode steps, which the
+        prefill's entry refuses, each spent 120 us in its guards first (a step is 2.5-3 ms)."""
+        tensors = _top_level_tensors(args, kwargs)
+        marked = any(hasattr(t, name) for _, t in tensors for name in _DYNAMIC_MARKS)
+        if self.settings["dynamic"] or marked or not torch._dynamo.config.assume_static_by_default:
+            return None
+        return tuple((key, t.shape) for key, t in tensors)
+
+    def _sizes_fit(self, args, kwargs):
+        """False where an argument's size differs from one the entry pins: its guards would
+        refuse the call. (Only ever a shortcut to the ordinary route, which serves every call.)"""
+        for key, size in self.pinned_sizes or ():
+            t = kwargs.get(key) if isinstance(key, str) else args[key] if key < len(args) else None
+            if isinstance(t, torch.Tensor) and t.shape != size:
+                return False
+        return True
 
     def _note_recompile(self, args, kwargs):
         """A call that the entry's guards refused has compiled anew: a recompile, as Dynamo's
