@@ -820,3 +820,50 @@ def test_a_call_at_other_sizes_skips_a_static_entrys_guards(monkeypatch, tmp_pat
         x = torch.randn(n, 6)
         torch.testing.assert_close(compiled(x), _scaled_tanh(x))
     assert asked == ([2] if dynamic is None else [3, 2, 5]), asked
+
+
+HOOKED = """
+import sys, torch, ember
+class Block(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(4, 4)
+    def shift(self, x):
+        return x + 1
+    def forward(self, x):
+        return self.shift(self.lin(x))
+torch.manual_seed(0)
+model = torch.nn.Sequential(Block(), torch.nn.ReLU())
+change = sys.argv[1]
+if change == "hook":
+    model[0].lin.register_forward_hook(lambda mod, args, out: out * 2)
+elif change == "pre_hook":
+    model[1].register_forward_pre_hook(lambda mod, args: (args[0] - 1,))
+elif change == "patched":
+    Block.shift = lambda self, x: x - 1
+compiled = ember.compile(model)
+x = torch.ones(2, 4)
+with torch.no_grad():
+    ok = torch.allclose(compiled(x), model(x))
+print(ember._compile.report_of(compiled).warm[0]["outcome"], ok)
+"""
+
+
+@pytest.mark.parametrize("change", ["hook", "pre_hook", "patched"])
+def test_a_hook_or_a_patched_method_in_a_new_process_misses(tmp_path, cache, change):
+    """[Note: what a module's entry is keyed by, beyond its forward]: Dynamo inlines a
+    submodule's hooks and its class's methods without a guard, and a new process that registered
+    a hook (or patched a method) before compiling loaded the entry stored without it."""
+    script = tmp_path / "hooked.py"
+    script.write_text(HOOKED)
+
+    def run(what):
+        env = dict(os.environ, EMBER_CACHE_DIR=str(cache))
+        out = subprocess.run([sys.executable, str(script), what], env=env, capture_output=True, text=True)
+        assert out.returncode == 0, out.stderr[-2000:]
+        return out.stdout.split()[-2:]
+
+    assert run("none")[-1] == "True"
+    assert run("none") == ["loaded", "True"]
+    assert run(change)[-1] == "True"
+    assert run(change) == ["loaded", "True"]  # its own entry

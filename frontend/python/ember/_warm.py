@@ -191,6 +191,46 @@ def identity_of(cls, fn):
             f"{_describe(fn.__defaults__)} {_describe(fn.__kwdefaults__)}")
 
 
+def structure_of(module):
+    """[Note: what a module's entry is keyed by, beyond its forward]
+    What Dynamo inlines without a guard that a new process could check: the methods of each
+    submodule's class (patched onto the class before compile, `Block.helper = fast_helper`,
+    they are inlined with no guard on them) and the modules' hooks, which Dynamo does not guard
+    (`skip_nnmodule_hook_guards`: a hook registered after the first call is not seen, in
+    torch.compile as in ember). A new process that registered a hook before compiling traced
+    anew under torch.compile, but loaded the entry stored without it. Both go into the key, as
+    text that is the same in every process: each class's functions by code digest, each
+    non-empty hook dict's hooks by stable name, and the global module hooks."""
+    from torch.nn.modules import module as nn_module
+    parts, classes = [], {}
+    for path, sub in module.named_modules(remove_duplicate=False):
+        cls = type(sub)
+        classes.setdefault(cls, None)
+        for name in _HOOK_DICTS:
+            hooks = sub.__dict__.get(name)
+            if hooks:
+                parts.append(f"{path}.{name}: " + ", ".join(_guards.stable_name(h) for h in hooks.values()))
+    for name in _GLOBAL_HOOK_DICTS:
+        hooks = getattr(nn_module, name, None)
+        if hooks:
+            parts.append(f"global {name}: " + ", ".join(_guards.stable_name(h) for h in hooks.values()))
+    for cls in classes:
+        for klass in cls.__mro__:
+            if klass is torch.nn.Module or klass is object or klass.__module__.startswith("torch.nn."):
+                continue  # PyTorch's own classes: a changed torch is another key already
+            functions = sorted((name, _guards.code_digest(f.__code__)) for name, f in vars(klass).items()
+                               if isinstance(f, types.FunctionType))
+            parts.append(f"class {klass.__module__}.{klass.__qualname__}: {functions}")
+    return "\n".join(parts)
+
+
+_HOOK_DICTS = ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks",
+               "_forward_hooks_with_kwargs", "_forward_pre_hooks_with_kwargs", "_forward_hooks_always_called")
+_GLOBAL_HOOK_DICTS = ("_global_forward_hooks", "_global_forward_pre_hooks", "_global_backward_hooks",
+                      "_global_backward_pre_hooks", "_global_forward_hooks_with_kwargs",
+                      "_global_forward_hooks_always_called")
+
+
 def key_of(identity, settings, training, args, kwargs):
     options = sorted((k, repr(v)) for k, v in settings["options"].items())
     parts = [f"ember-warm-{FORMAT}", _ember_digest(), torch.__version__, sys.version,
@@ -438,7 +478,10 @@ class WarmStart:
             self._note("", "not used: a class defined inside a function cannot be saved", start)
             return None
         training = args[0].training if self.cls is not None else None
-        key = key_of(identity_of(self.cls, self.traced), self.settings, training, args, kwargs)
+        identity = identity_of(self.cls, self.traced)
+        if self.cls is not None:
+            identity += "\n" + structure_of(args[0])
+        key = key_of(identity, self.settings, training, args, kwargs)
         payload = _C.cache_load(KIND, key)
         if payload is not None and payload.startswith(_NEGATIVE):
             self._note(key, "not used: " + payload[len(_NEGATIVE):].decode(errors="replace"), start)
