@@ -841,6 +841,8 @@ elif change == "pre_hook":
     model[1].register_forward_pre_hook(lambda mod, args: (args[0] - 1,))
 elif change == "patched":
     Block.shift = lambda self, x: x - 1
+elif change == "patched_torch":  # a class of PyTorch's own, its files unchanged
+    torch.nn.ReLU.forward = lambda self, x: x.tanh()
 compiled = ember.compile(model)
 x = torch.ones(2, 4)
 with torch.no_grad():
@@ -849,7 +851,7 @@ print(ember._compile.report_of(compiled).warm[0]["outcome"], ok)
 """
 
 
-@pytest.mark.parametrize("change", ["hook", "pre_hook", "patched"])
+@pytest.mark.parametrize("change", ["hook", "pre_hook", "patched", "patched_torch"])
 def test_a_hook_or_a_patched_method_in_a_new_process_misses(tmp_path, cache, change):
     """[Note: what a module's entry is keyed by, beyond its forward]: Dynamo inlines a
     submodule's hooks and its class's methods without a guard, and a new process that registered

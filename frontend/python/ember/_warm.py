@@ -216,8 +216,8 @@ def structure_of(module):
             parts.append(f"global {name}: " + ", ".join(_guards.stable_name(h) for h in hooks.values()))
     for cls in classes:
         for klass in cls.__mro__:
-            if klass is torch.nn.Module or klass is object or klass.__module__.startswith("torch.nn."):
-                continue  # PyTorch's own classes: a changed torch is another key already
+            if klass is torch.nn.Module or klass is object:
+                continue  # (its methods run outside the graph, or as Dynamo's own handling)
             functions = sorted((name, _guards.code_digest(f.__code__)) for name, f in vars(klass).items()
                                if isinstance(f, types.FunctionType))
             parts.append(f"class {klass.__module__}.{klass.__qualname__}: {functions}")
