@@ -829,13 +829,14 @@ class Block(torch.nn.Module):
         super().__init__()
         self.lin = torch.nn.Linear(4, 4)
     def shift(self, x):
-        return x + 1
+        return x * SCALE + 1
     def forward(self, x):
         return self.shift(self.lin(x))
 torch.manual_seed(0)
 model = torch.nn.Sequential(Block(), torch.nn.ReLU())
 change = sys.argv[1]
-if change == "hook":
+SCALE = 3.0 if change == "scale" else 1.0  # read through Dynamo's alias of this module
+if change in ("hook", "function_hook"):
     model[0].lin.register_forward_hook(lambda mod, args, out: out * 2)
 elif change == "pre_hook":
     model[1].register_forward_pre_hook(lambda mod, args: (args[0] - 1,))
@@ -843,15 +844,18 @@ elif change == "patched":
     Block.shift = lambda self, x: x - 1
 elif change == "patched_torch":  # a class of PyTorch's own, its files unchanged
     torch.nn.ReLU.forward = lambda self, x: x.tanh()
-compiled = ember.compile(model)
+def calls_model(x):  # a function that calls a global model
+    return model(x) - 1
+fn = calls_model if change in ("function", "function_hook") else model
+compiled = ember.compile(fn)
 x = torch.ones(2, 4)
 with torch.no_grad():
-    ok = torch.allclose(compiled(x), model(x))
+    ok = torch.allclose(compiled(x), fn(x))
 print(ember._compile.report_of(compiled).warm[0]["outcome"], ok)
 """
 
 
-@pytest.mark.parametrize("change", ["hook", "pre_hook", "patched", "patched_torch"])
+@pytest.mark.parametrize("change", ["hook", "pre_hook", "patched", "patched_torch", "scale", "function_hook"])
 def test_a_hook_or_a_patched_method_in_a_new_process_misses(tmp_path, cache, change):
     """[Note: what a module's entry is keyed by, beyond its forward]: Dynamo inlines a
     submodule's hooks and its class's methods without a guard, and a new process that registered
@@ -865,7 +869,8 @@ def test_a_hook_or_a_patched_method_in_a_new_process_misses(tmp_path, cache, cha
         assert out.returncode == 0, out.stderr[-2000:]
         return out.stdout.split()[-2:]
 
-    assert run("none")[-1] == "True"
-    assert run("none") == ["loaded", "True"]
+    first = "function" if change.startswith("function") else "none"
+    assert run(first)[-1] == "True"
+    assert run(first) == ["loaded", "True"]
     assert run(change)[-1] == "True"
     assert run(change) == ["loaded", "True"]  # its own entry

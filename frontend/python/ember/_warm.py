@@ -214,6 +214,10 @@ def structure_of(module):
         hooks = getattr(nn_module, name, None)
         if hooks:
             parts.append(f"global {name}: " + ", ".join(_guards.stable_name(h) for h in hooks.values()))
+        for value in vars(sub).values():  # plain objects a module holds (a helper whose methods it calls)
+            if not isinstance(value, (torch.nn.Module, torch.Tensor, dict, list, tuple, set, str, bytes, int, float,
+                                      bool, type(None), types.FunctionType, types.MethodType, type)):
+                classes.setdefault(type(value), None)
     for cls in classes:
         for klass in cls.__mro__:
             if klass is torch.nn.Module or klass is object:
@@ -222,6 +226,22 @@ def structure_of(module):
                                if isinstance(f, types.FunctionType))
             parts.append(f"class {klass.__module__}.{klass.__qualname__}: {functions}")
     return "\n".join(parts)
+
+
+def _modules_named_by(fn):
+    """The nn.Modules a function reaches by its own globals and closure (a function that calls a
+    global model): their hooks and classes' methods are inlined as a compiled module's are."""
+    cells = [c.cell_contents for c in fn.__closure__ or () if _has_contents(c)]
+    named = [fn.__globals__.get(name) for name in fn.__code__.co_names] + cells
+    return [m for m in named if isinstance(m, torch.nn.Module)]
+
+
+def _has_contents(cell):
+    try:
+        cell.cell_contents
+        return True
+    except ValueError:
+        return False
 
 
 _HOOK_DICTS = ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks",
@@ -270,7 +290,8 @@ def _serialize(entry, forward, files, identities, values):
     source file it traced."""
     env = entry._artifacts.runtime_env
     scope = entry.fn.__globals__
-    refs = {*env.external_refs, *_guards.globals_named_by(source for source, _, _ in identities)}
+    refs = {*env.external_refs, *_guards.globals_named_by(source for source, _, _ in identities),
+            *_guards.globals_named_by(read for read, _ in values[0])}
     modules = {ref: scope[ref].__name__ for ref in refs if isinstance(scope.get(ref), types.ModuleType)}
     module_globals = sorted(name for name, value in env.used_globals.items() if isinstance(value, torch.nn.Module))
     external = _closure_data(forward) | _global_modules(module_globals, forward.__globals__)
@@ -478,9 +499,8 @@ class WarmStart:
             self._note("", "not used: a class defined inside a function cannot be saved", start)
             return None
         training = args[0].training if self.cls is not None else None
-        identity = identity_of(self.cls, self.traced)
-        if self.cls is not None:
-            identity += "\n" + structure_of(args[0])
+        identity = identity_of(self.cls, self.traced) + "\n" + "\n".join(
+            structure_of(m) for m in ([args[0]] if self.cls is not None else _modules_named_by(self.traced)))
         key = key_of(identity, self.settings, training, args, kwargs)
         payload = _C.cache_load(KIND, key)
         if payload is not None and payload.startswith(_NEGATIVE):
@@ -559,7 +579,7 @@ class WarmStart:
                     raise Unsupported("a guard on an object's identity has no object to name it by")
                 identities = [(source, _guards.stable_name(value), source in by_identity)
                               for source, value in dropped.items()]
-                values = _guards.readable_values(valued, entry.prepare_f_locals(*args, **kwargs), self.traced.__globals__)
+                values = _guards.readable_values(valued, entry.prepare_f_locals(*args, **kwargs), entry.fn.__globals__)
                 blob = _serialize(entry, self.traced, files, identities, (values, _guards.value_reads(values)))
             except Exception as e:  # it still serves this process
                 blob, outcome = None, f"traced; not stored ({type(e).__name__}: {e})"
