@@ -844,9 +844,15 @@ elif change == "patched":
     Block.shift = lambda self, x: x - 1
 elif change == "patched_torch":  # a class of PyTorch's own, its files unchanged
     torch.nn.ReLU.forward = lambda self, x: x.tanh()
+class Helper:  # a plain object whose method a function calls
+    def apply(self, x):
+        return x + 1
+if change == "function_patched":
+    Helper.apply = lambda self, x: x - 1
+HELPER = Helper()
 def calls_model(x):  # a function that calls a global model
-    return model(x) - 1
-fn = calls_model if change in ("function", "function_hook") else model
+    return HELPER.apply(model(x))
+fn = calls_model if change.startswith("function") else model
 compiled = ember.compile(fn)
 x = torch.ones(2, 4)
 with torch.no_grad():
@@ -855,9 +861,10 @@ print(ember._compile.report_of(compiled).warm[0]["outcome"], ok)
 """
 
 
-@pytest.mark.parametrize("change", ["hook", "pre_hook", "patched", "patched_torch", "scale", "function_hook"])
+@pytest.mark.parametrize("change", ["hook", "pre_hook", "patched", "patched_torch", "scale", "function_hook",
+                                    "function_patched"])
 def test_a_hook_or_a_patched_method_in_a_new_process_misses(tmp_path, cache, change):
-    """[Note: what a module's entry is keyed by, beyond its forward]: Dynamo inlines a
+    """[Note: what an entry is keyed by, beyond its code]: Dynamo inlines a
     submodule's hooks and its class's methods without a guard, and a new process that registered
     a hook (or patched a method) before compiling loaded the entry stored without it."""
     script = tmp_path / "hooked.py"
@@ -874,3 +881,13 @@ def test_a_hook_or_a_patched_method_in_a_new_process_misses(tmp_path, cache, cha
     assert run(first) == ["loaded", "True"]
     assert run(change)[-1] == "True"
     assert run(change) == ["loaded", "True"]  # its own entry
+
+
+def test_a_nested_tensor_argument_is_served(monkeypatch, tmp_path):
+    """The warm start's key describes each argument; a nested tensor has no sizes to read, and
+    its first call raised from the key instead of compiling."""
+    monkeypatch.setenv("EMBER_CACHE_DIR", str(tmp_path))
+    nested = torch.nested.nested_tensor([torch.randn(2), torch.randn(3)])
+    out = ember.compile(_scaled_tanh)(nested)
+    for got, want in zip(out.unbind(), _scaled_tanh(nested).unbind()):
+        torch.testing.assert_close(got, want)

@@ -170,6 +170,8 @@ def _ember_digest():
 
 def _describe(value, depth=0):
     """The structure, dtypes and sizes of a call's argument, as text for the key."""
+    if isinstance(value, torch.Tensor) and value.is_nested:
+        return f"T({value.dtype},nested,{value.dim()},{value.requires_grad},{value.device},{type(value).__name__})"
     if isinstance(value, torch.Tensor):
         return (f"T({value.dtype},{tuple(value.shape)},{value.stride() if value.layout == torch.strided else ''},"
                 f"{value.requires_grad},{value.device},{type(value).__name__})")
@@ -191,33 +193,33 @@ def identity_of(cls, fn):
             f"{_describe(fn.__defaults__)} {_describe(fn.__kwdefaults__)}")
 
 
-def structure_of(module):
-    """[Note: what a module's entry is keyed by, beyond its forward]
+def structure_of(modules, objects=()):
+    """[Note: what an entry is keyed by, beyond its code]
     What Dynamo inlines without a guard that a new process could check: the methods of each
     submodule's class (patched onto the class before compile, `Block.helper = fast_helper`,
-    they are inlined with no guard on them) and the modules' hooks, which Dynamo does not guard
+    they are inlined with no guard on them), those of the plain objects a module holds or a
+    function names, and the modules' hooks, which Dynamo does not guard
     (`skip_nnmodule_hook_guards`: a hook registered after the first call is not seen, in
     torch.compile as in ember). A new process that registered a hook before compiling traced
-    anew under torch.compile, but loaded the entry stored without it. Both go into the key, as
+    anew under torch.compile, but loaded the entry stored without it. All go into the key, as
     text that is the same in every process: each class's functions by code digest, each
     non-empty hook dict's hooks by stable name, and the global module hooks."""
     from torch.nn.modules import module as nn_module
-    parts, classes = [], {}
-    for path, sub in module.named_modules(remove_duplicate=False):
-        cls = type(sub)
-        classes.setdefault(cls, None)
-        for name in _HOOK_DICTS:
-            hooks = sub.__dict__.get(name)
-            if hooks:
-                parts.append(f"{path}.{name}: " + ", ".join(_guards.stable_name(h) for h in hooks.values()))
+    parts, classes = [], dict.fromkeys(type(o) for o in objects if _is_plain_object(o))
+    for module in modules:
+        for path, sub in module.named_modules(remove_duplicate=False):
+            classes.setdefault(type(sub), None)
+            for name in _HOOK_DICTS:
+                hooks = sub.__dict__.get(name)
+                if hooks:
+                    parts.append(f"{path}.{name}: " + ", ".join(_guards.stable_name(h) for h in hooks.values()))
+            for value in vars(sub).values():  # a helper object whose methods the module calls
+                if _is_plain_object(value):
+                    classes.setdefault(type(value), None)
     for name in _GLOBAL_HOOK_DICTS:
         hooks = getattr(nn_module, name, None)
         if hooks:
             parts.append(f"global {name}: " + ", ".join(_guards.stable_name(h) for h in hooks.values()))
-        for value in vars(sub).values():  # plain objects a module holds (a helper whose methods it calls)
-            if not isinstance(value, (torch.nn.Module, torch.Tensor, dict, list, tuple, set, str, bytes, int, float,
-                                      bool, type(None), types.FunctionType, types.MethodType, type)):
-                classes.setdefault(type(value), None)
     for cls in classes:
         for klass in cls.__mro__:
             if klass is torch.nn.Module or klass is object:
@@ -228,12 +230,22 @@ def structure_of(module):
     return "\n".join(parts)
 
 
-def _modules_named_by(fn):
-    """The nn.Modules a function reaches by its own globals and closure (a function that calls a
-    global model): their hooks and classes' methods are inlined as a compiled module's are."""
+_NOT_PLAIN = (torch.nn.Module, torch.Tensor, dict, list, tuple, set, frozenset, str, bytes, int, float, bool,
+              complex, type(None), types.FunctionType, types.BuiltinFunctionType, types.MethodType, type,
+              types.ModuleType)
+
+
+def _is_plain_object(value):
+    """An instance of a class of the program's (or a library's) whose methods a trace may inline."""
+    return not isinstance(value, _NOT_PLAIN) and not callable(getattr(value, "__torch_function__", None))
+
+
+def structure_of_function(fn):
+    """structure_of for what a function names by its own globals and closure (a function that
+    calls a global model, or a global helper object's method)."""
     cells = [c.cell_contents for c in fn.__closure__ or () if _has_contents(c)]
     named = [fn.__globals__.get(name) for name in fn.__code__.co_names] + cells
-    return [m for m in named if isinstance(m, torch.nn.Module)]
+    return structure_of([m for m in named if isinstance(m, torch.nn.Module)], named)
 
 
 def _has_contents(cell):
@@ -499,9 +511,12 @@ class WarmStart:
             self._note("", "not used: a class defined inside a function cannot be saved", start)
             return None
         training = args[0].training if self.cls is not None else None
-        identity = identity_of(self.cls, self.traced) + "\n" + "\n".join(
-            structure_of(m) for m in ([args[0]] if self.cls is not None else _modules_named_by(self.traced)))
-        key = key_of(identity, self.settings, training, args, kwargs)
+        try:
+            structure = structure_of([args[0]]) if self.cls is not None else structure_of_function(self.traced)
+            key = key_of(identity_of(self.cls, self.traced) + "\n" + structure, self.settings, training, args, kwargs)
+        except Exception as e:  # an argument the key cannot describe: the ordinary route serves it
+            self._note("", f"not used: {type(e).__name__}: {e}", start)
+            return None
         payload = _C.cache_load(KIND, key)
         if payload is not None and payload.startswith(_NEGATIVE):
             self._note(key, "not used: " + payload[len(_NEGATIVE):].decode(errors="replace"), start)
