@@ -395,8 +395,14 @@ class WarmStart:
             return self.ordinary(*args, **kwargs)
         if self.cls is not None:
             args = (self._view(args[0]), *args[1:])
-        if self.admits is not None and self._sizes_fit(args, kwargs) and self.admits(args, kwargs):  # the steady call
-            return self.entry.fn(*args, **kwargs)
+        if self.admits is not None:  # the steady call
+            for key, size in self.pinned_sizes or ():  # inline: a frame here is a steady call's cost
+                t = kwargs.get(key) if isinstance(key, str) else args[key] if key < len(args) else None
+                if isinstance(t, torch.Tensor) and t.shape != size:
+                    break  # the entry's guards would refuse this call
+            else:
+                if self.admits(args, kwargs):
+                    return self.entry.fn(*args, **kwargs)
         if not self.tried and self._try_first(args, kwargs):
             return self.entry.fn(*args, **kwargs)
         graphs = len(self.report.graphs)
@@ -432,22 +438,13 @@ class WarmStart:
     def _pinned_sizes(self, args, kwargs):
         """The argument tensors' sizes where the entry is static in them (traced without
         dynamic=True and without dims marked dynamic): its guards then refuse any other size,
-        which `_sizes_fit` sees for a few tuple compares. GPT-2's decode steps, which the
+        which `__call__` sees for a few tuple compares. GPT-2's decode steps, which the
         prefill's entry refuses, each spent 120 us in its guards first (a step is 2.5-3 ms)."""
         tensors = _top_level_tensors(args, kwargs)
         marked = any(hasattr(t, name) for _, t in tensors for name in _DYNAMIC_MARKS)
         if self.settings["dynamic"] or marked or not torch._dynamo.config.assume_static_by_default:
             return None
         return tuple((key, t.shape) for key, t in tensors)
-
-    def _sizes_fit(self, args, kwargs):
-        """False where an argument's size differs from one the entry pins: its guards would
-        refuse the call. (Only ever a shortcut to the ordinary route, which serves every call.)"""
-        for key, size in self.pinned_sizes or ():
-            t = kwargs.get(key) if isinstance(key, str) else args[key] if key < len(args) else None
-            if isinstance(t, torch.Tensor) and t.shape != size:
-                return False
-        return True
 
     def _note_recompile(self, args, kwargs):
         """A call that the entry's guards refused has compiled anew: a recompile, as Dynamo's
